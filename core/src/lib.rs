@@ -1,0 +1,11 @@
+//! eddy-core: the vocabulary that eddy's broker and runtime share, and everything that can be
+//! pure.
+//!
+//! Nothing in this crate opens a socket or a file or spawns a task: it takes bytes and values
+//! and returns bytes and values, so every part of it can be tested without I/O.
+//!
+//! - [`log`]: topics, partitions, offsets, records, and the partitioners of the Java client.
+//! - [`wire`]: the Apache Kafka wire format: RecordBatch v2, compression, varints.
+
+pub mod log;
+pub mod wire;

@@ -1,0 +1,76 @@
+package dev.eddy.reference;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.nio.file.Path;
+import java.util.List;
+
+/**
+ * The command line of the Kafka Streams reference:
+ *
+ * <pre>
+ *   list                                   names of the catalog's scenarios
+ *   describe NAME                          Topology.describe() of a scenario
+ *   driver NAME INPUT.jsonl OUTPUT.jsonl   run through TopologyTestDriver
+ *   bench NAME --bootstrap HOST:PORT [--records N] [--partitions P] [--threads T]
+ *                                          throughput of a real KafkaStreams instance
+ * </pre>
+ */
+public final class Main {
+    private Main() {}
+
+    /** Entry point. */
+    public static void main(String[] args) throws Exception {
+        if (args.length == 0) {
+            usage();
+        }
+        switch (args[0]) {
+            case "list" -> Catalog.all().keySet().forEach(System.out::println);
+            case "describe" -> {
+                need(args, 2);
+                System.out.print(Catalog.get(args[1]).topology().get().describe());
+            }
+            case "driver" -> {
+                need(args, 4);
+                List<JsonNode> input = JsonLines.read(Path.of(args[2]));
+                List<ObjectNode> output = Driver.run(Catalog.get(args[1]), input);
+                JsonLines.write(Path.of(args[3]), output);
+            }
+            case "bench" -> {
+                if (args.length < 2 || args.length % 2 != 0) {
+                    usage();
+                }
+                String bootstrap = null;
+                long records = 1_000_000;
+                int partitions = 2;
+                int threads = 1;
+                for (int i = 2; i < args.length; i += 2) {
+                    switch (args[i]) {
+                        case "--bootstrap" -> bootstrap = args[i + 1];
+                        case "--records" -> records = Long.parseLong(args[i + 1]);
+                        case "--partitions" -> partitions = Integer.parseInt(args[i + 1]);
+                        case "--threads" -> threads = Integer.parseInt(args[i + 1]);
+                        default -> usage();
+                    }
+                }
+                if (bootstrap == null) {
+                    usage();
+                }
+                Bench.run(Catalog.get(args[1]), bootstrap, records, partitions, threads);
+            }
+            default -> usage();
+        }
+    }
+
+    private static void need(String[] args, int n) {
+        if (args.length != n) {
+            usage();
+        }
+    }
+
+    private static void usage() {
+        System.err.println("usage: list | describe NAME | driver NAME INPUT OUTPUT"
+                + " | bench NAME --bootstrap HOST:PORT [--records N] [--partitions P] [--threads T]");
+        System.exit(2);
+    }
+}
