@@ -196,6 +196,19 @@ pub fn set_base_offset(batch: &mut [u8], base_offset: Offset) {
     batch[..8].copy_from_slice(&base_offset.to_be_bytes());
 }
 
+/// Stamps a batch with the broker's clock (`LogAppendTime`): sets the timestamp type and the
+/// max timestamp, and recomputes the CRC, which covers both.
+///
+/// # Panics
+/// If `batch` is shorter than a batch header.
+pub fn set_log_append_time(batch: &mut [u8], now: Timestamp) {
+    let attributes = i16::from_be_bytes([batch[21], batch[22]]) | TIMESTAMP_TYPE_BIT;
+    batch[21..23].copy_from_slice(&attributes.to_be_bytes());
+    batch[35..43].copy_from_slice(&now.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[CRC_START..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+}
+
 /// The consecutive batches at the front of a buffer, as stored in a segment or returned by a
 /// fetch. Iteration stops at the end or at a trailing partial batch (a fetch may end with
 /// one); a malformed header yields one error and ends the iteration.

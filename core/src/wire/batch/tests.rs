@@ -93,6 +93,15 @@ fn a_new_base_offset_keeps_the_crc_valid() {
 }
 
 #[test]
+fn log_append_time_overrides_record_timestamps() {
+    let mut batch = build(&java_records(), Compression::Gzip);
+    set_log_append_time(&mut batch, 777);
+    let (header, records) = decode_records(&Bytes::from(batch), 1 << 20).unwrap();
+    assert!(header.is_log_append_time());
+    assert!(records.iter().all(|r| r.record.timestamp == 777));
+}
+
+#[test]
 fn every_flipped_bit_after_the_length_is_caught() {
     let batch = build(&java_records(), Compression::Lz4);
     for byte in 16..batch.len() {

@@ -1,0 +1,361 @@
+//! A partition's log: its segments in offset order, appends to the last (active) one, rolls,
+//! and the lookups behind reads. This type does no locking; [`super::Partition`] wraps it.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use eddy_core::log::{Offset, Timestamp};
+use eddy_core::wire::batch::{self, BatchHeader, Batches};
+
+use super::config::LogConfig;
+use super::index::write_synced;
+use super::read::ReadPlan;
+use super::segment::{self, Segment, Truncation};
+use super::StorageError;
+
+const LOG_START_OFFSET_FILE: &str = "log-start-offset";
+
+/// Where an append put its batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    /// Offset of the first record appended.
+    pub base_offset: Offset,
+    /// Offset of the last record appended.
+    pub last_offset: Offset,
+    /// The broker's timestamp if the topic uses `LogAppendTime`, else -1.
+    pub log_append_time: Timestamp,
+    /// The log's first offset after the append.
+    pub log_start_offset: Offset,
+}
+
+#[derive(Debug)]
+pub(crate) struct Log {
+    dir: PathBuf,
+    pub(crate) config: LogConfig,
+    /// Segments by base offset; the last is the active one. Never empty.
+    segments: BTreeMap<Offset, Segment>,
+    log_start_offset: Offset,
+    /// Scratch space for the batches of one append, reused.
+    scratch: Vec<u8>,
+    headers: Vec<BatchHeader>,
+}
+
+impl Log {
+    /// Opens the log in `dir`, creating it if needed. The active segment is verified batch by
+    /// batch and truncated at the first bad byte; what was cut is returned for logging.
+    pub(crate) fn open(
+        dir: &Path,
+        config: LogConfig,
+        now_ms: i64,
+    ) -> io::Result<(Self, Vec<Truncation>)> {
+        fs::create_dir_all(dir)?;
+        let mut bases = Vec::new();
+        for entry in fs::read_dir(dir)? {
+            let name = entry?.file_name();
+            let name = name.to_string_lossy();
+            if let Some(base) = segment::parse_file_name(&name) {
+                bases.push(base);
+            } else if name.ends_with(".tmp") || name.ends_with(".cleaned") {
+                fs::remove_file(dir.join(&*name))?;
+            }
+        }
+        bases.sort_unstable();
+        let mut segments = BTreeMap::new();
+        let mut truncations = Vec::new();
+        let last = bases.len().saturating_sub(1);
+        for (i, &base) in bases.iter().enumerate() {
+            let (segment, truncation) = Segment::open(
+                dir,
+                base,
+                config.index_interval_bytes,
+                i == last,
+                config.compact,
+                now_ms,
+            )?;
+            truncations.extend(truncation);
+            segments.insert(base, segment);
+        }
+        if segments.is_empty() {
+            let segment = Segment::create(dir, 0, config.index_interval_bytes, now_ms)?;
+            sync_dir(dir)?;
+            segments.insert(0, segment);
+        }
+        let first_base = *segments.keys().next().unwrap();
+        let saved_start = fs::read_to_string(dir.join(LOG_START_OFFSET_FILE))
+            .ok()
+            .and_then(|s| s.trim().parse::<Offset>().ok());
+        let mut log = Self {
+            dir: dir.to_path_buf(),
+            config,
+            segments,
+            log_start_offset: first_base,
+            scratch: Vec::new(),
+            headers: Vec::new(),
+        };
+        log.log_start_offset = saved_start
+            .unwrap_or(first_base)
+            .clamp(first_base, log.next_offset());
+        Ok((log, truncations))
+    }
+
+    /// The offset the next record will get (the log end offset).
+    pub(crate) fn next_offset(&self) -> Offset {
+        self.active().next_offset
+    }
+
+    /// The first offset the log holds.
+    pub(crate) fn log_start_offset(&self) -> Offset {
+        self.log_start_offset
+    }
+
+    /// Bytes of all segments.
+    pub(crate) fn size(&self) -> u64 {
+        self.segments.values().map(|s| s.size).sum()
+    }
+
+    fn active(&self) -> &Segment {
+        self.segments
+            .values()
+            .next_back()
+            .expect("a log has a segment")
+    }
+
+    /// The file of the active segment, for fsync.
+    pub(crate) fn active_file(&self) -> Arc<File> {
+        Arc::clone(&self.active().file)
+    }
+
+    /// Checks `records` (one or more whole batches), gives them the next offsets and appends
+    /// them to the active segment, rolling first if it is full or old. Returns where they went
+    /// and whether a roll made everything before them durable.
+    pub(crate) fn append(
+        &mut self,
+        records: &[u8],
+        now_ms: i64,
+    ) -> Result<(AppendInfo, Option<Offset>), StorageError> {
+        self.headers.clear();
+        let mut batches = Batches::new(records);
+        for item in &mut batches {
+            let (header, bytes) = item?;
+            batch::validate(bytes)?;
+            if bytes.len() > self.config.max_message_bytes {
+                return Err(StorageError::BatchTooLarge {
+                    size: bytes.len(),
+                    max: self.config.max_message_bytes,
+                });
+            }
+            if header.record_count != header.last_offset_delta + 1 && !header.is_control() {
+                return Err(StorageError::InvalidBatch(format!(
+                    "{} records but offsets span {}",
+                    header.record_count,
+                    header.last_offset_delta + 1
+                )));
+            }
+            self.headers.push(header);
+        }
+        if !batches.remainder().is_empty() {
+            return Err(StorageError::InvalidBatch(format!(
+                "{} bytes after the last whole batch",
+                batches.remainder().len()
+            )));
+        }
+        if self.headers.is_empty() {
+            return Err(StorageError::InvalidBatch("no record batch".into()));
+        }
+
+        let durable_by_roll = if self.should_roll(records.len() as u64, now_ms) {
+            Some(self.roll(now_ms)?)
+        } else {
+            None
+        };
+
+        // Give the batches their offsets (and the broker's time, for LogAppendTime).
+        self.scratch.clear();
+        self.scratch.extend_from_slice(records);
+        let base_offset = self.next_offset();
+        let mut next = base_offset;
+        let mut position = 0;
+        for header in &mut self.headers {
+            let bytes = &mut self.scratch[position..position + header.size()];
+            batch::set_base_offset(bytes, next);
+            header.base_offset = next;
+            if self.config.log_append_time {
+                batch::set_log_append_time(bytes, now_ms);
+                header.max_timestamp = now_ms;
+            }
+            next = header.next_offset();
+            position += header.size();
+        }
+
+        let segment = self
+            .segments
+            .values_mut()
+            .next_back()
+            .expect("a log has a segment");
+        let (size_before, next_before) = (segment.size, segment.next_offset);
+        if let Err(e) = segment.append(&self.scratch, &self.headers) {
+            // Leave no partial batch behind for a later append to follow.
+            let _ = segment.truncate_to(size_before, next_before);
+            return Err(e.into());
+        }
+        Ok((
+            AppendInfo {
+                base_offset,
+                last_offset: next - 1,
+                log_append_time: if self.config.log_append_time {
+                    now_ms
+                } else {
+                    -1
+                },
+                log_start_offset: self.log_start_offset,
+            },
+            durable_by_roll,
+        ))
+    }
+
+    fn should_roll(&self, incoming: u64, now_ms: i64) -> bool {
+        let active = self.active();
+        if active.size == 0 {
+            return false;
+        }
+        active.size + incoming > self.config.segment_bytes
+            || now_ms - active.created_ms >= self.config.segment_ms
+            || active.next_offset - active.base_offset > segment::MAX_RELATIVE_OFFSET / 2
+    }
+
+    /// Closes the active segment (fsynced, indexes written) and opens a new one. Returns the
+    /// offset up to which the log is now durable.
+    pub(crate) fn roll(&mut self, now_ms: i64) -> io::Result<Offset> {
+        let next = self.next_offset();
+        self.active().close_for_appends()?;
+        let segment = Segment::create(&self.dir, next, self.config.index_interval_bytes, now_ms)?;
+        sync_dir(&self.dir)?;
+        self.segments.insert(next, segment);
+        Ok(next)
+    }
+
+    /// Where to read from to find `offset`, reading no further than `upper_bound` (the high
+    /// watermark or the last stable offset). `None` when there is nothing to read yet.
+    pub(crate) fn plan_read(
+        &self,
+        offset: Offset,
+        upper_bound: Offset,
+    ) -> Result<Option<ReadPlan>, StorageError> {
+        if offset < self.log_start_offset || offset > self.next_offset() {
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset: self.next_offset(),
+            });
+        }
+        if offset >= upper_bound {
+            return Ok(None);
+        }
+        // The segment holding `offset`, or the first after it if `offset` fell in a gap.
+        let segment = self
+            .segments
+            .range(..=offset)
+            .next_back()
+            .map(|(_, s)| s)
+            .filter(|s| offset < s.next_offset)
+            .or_else(|| self.segments.range(offset + 1..).map(|(_, s)| s).next());
+        Ok(segment.map(|s| ReadPlan {
+            file: Arc::clone(&s.file),
+            start_position: s.position_for(offset),
+            end_position: s.size,
+            offset,
+            upper_bound,
+        }))
+    }
+
+    /// Where to look for the first record at or after `timestamp`: the first segment whose
+    /// newest record is that recent, from the position its time index gives.
+    pub(crate) fn plan_timestamp_search(
+        &self,
+        timestamp: Timestamp,
+        upper_bound: Offset,
+    ) -> Option<ReadPlan> {
+        let segment = self
+            .segments
+            .values()
+            .find(|s| s.max_timestamp >= timestamp && s.next_offset > self.log_start_offset)?;
+        Some(ReadPlan {
+            file: Arc::clone(&segment.file),
+            start_position: segment.position_for_timestamp(timestamp),
+            end_position: segment.size,
+            offset: self.log_start_offset.max(segment.base_offset),
+            upper_bound,
+        })
+    }
+
+    /// The closed segments, oldest first, with (base offset, next offset, size, max timestamp,
+    /// creation time): what retention decides on.
+    pub(crate) fn closed_segments(
+        &self,
+    ) -> impl Iterator<Item = (Offset, Offset, u64, Timestamp)> + '_ {
+        let active = self.active().base_offset;
+        self.segments
+            .values()
+            .filter(move |s| s.base_offset != active)
+            .map(|s| (s.base_offset, s.next_offset, s.size, s.max_timestamp))
+    }
+
+    /// Deletes the closed segments before `base_offset` and moves the log start offset to it.
+    pub(crate) fn delete_segments_before(&mut self, base_offset: Offset) -> io::Result<usize> {
+        let active = self.active().base_offset;
+        let doomed: Vec<Offset> = self
+            .segments
+            .range(..base_offset.min(active))
+            .map(|(&b, _)| b)
+            .collect();
+        if doomed.is_empty() {
+            return Ok(0);
+        }
+        let new_start = self
+            .segments
+            .range(base_offset.min(active)..)
+            .next()
+            .map(|(&b, _)| b)
+            .unwrap_or(active);
+        // Persist the new start first: a crash in between leaves segments that are below it,
+        // which the next open deletes or ignores, never a start that points at deleted data.
+        self.set_log_start_offset(new_start.max(self.log_start_offset))?;
+        for base in &doomed {
+            if let Some(segment) = self.segments.remove(base) {
+                segment.delete_files()?;
+            }
+        }
+        Ok(doomed.len())
+    }
+
+    fn set_log_start_offset(&mut self, offset: Offset) -> io::Result<()> {
+        write_synced(
+            &self.dir.join(LOG_START_OFFSET_FILE),
+            offset.to_string().as_bytes(),
+        )?;
+        self.log_start_offset = offset;
+        Ok(())
+    }
+
+    /// Writes the active segment's indexes and syncs it, for a clean shutdown.
+    pub(crate) fn close(&self) -> io::Result<()> {
+        self.active().close_for_appends()
+    }
+
+    /// The base offset of the first segment after the one holding `offset`.
+    pub(crate) fn next_segment_base(&self, offset: Offset) -> Option<Offset> {
+        self.segments.range(offset + 1..).next().map(|(&b, _)| b)
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// Makes a directory's entries (new or removed files) durable.
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}

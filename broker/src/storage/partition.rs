@@ -1,0 +1,258 @@
+//! One partition as the rest of the broker sees it: appends under a short lock, reads
+//! outside it, and durability by group commit.
+//!
+//! # Durability
+//! With `fsync_before_ack` (the default) the high watermark is the last fsynced offset + 1:
+//! consumers never see a record that a crash could take back, and a producer waits in
+//! [`Partition::wait_durable`] until its batches are below it. One fsync at a time runs per
+//! partition; every append that arrives while it runs is covered by the next one, so each
+//! fsync serves all the producers that queued behind it (group commit) and durability costs
+//! latency, not throughput.
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use eddy_core::log::{Offset, Timestamp, TopicPartition};
+use tokio::sync::watch;
+
+use super::config::LogConfig;
+use super::log::{AppendInfo, Log};
+use super::StorageError;
+
+/// One partition's log, shared by every connection.
+#[derive(Debug)]
+pub struct Partition {
+    topic_partition: TopicPartition,
+    log: Mutex<Log>,
+    high_watermark: watch::Sender<Offset>,
+    flush: tokio::sync::Mutex<()>,
+    deleted: AtomicBool,
+}
+
+/// What a read returns besides the batches.
+#[derive(Debug, Clone, Default)]
+pub struct FetchedBatches {
+    /// Whole record batches, as stored.
+    pub records: bytes::Bytes,
+    /// The high watermark when the read was planned.
+    pub high_watermark: Offset,
+    /// The log start offset when the read was planned.
+    pub log_start_offset: Offset,
+}
+
+impl Partition {
+    /// Opens (recovering) or creates the partition's log in `dir`.
+    pub(crate) fn open(
+        topic_partition: TopicPartition,
+        dir: &Path,
+        config: LogConfig,
+        now_ms: i64,
+    ) -> io::Result<Self> {
+        let (log, truncations) = Log::open(dir, config, now_ms)?;
+        for t in truncations {
+            tracing::warn!(
+                partition = %topic_partition,
+                position = t.position,
+                dropped_bytes = t.dropped,
+                reason = %t.reason,
+                "truncated a torn or corrupt log tail"
+            );
+        }
+        // Whatever survived recovery is on disk from now on.
+        log.active_file().sync_data()?;
+        let (high_watermark, _) = watch::channel(log.next_offset());
+        Ok(Self {
+            topic_partition,
+            log: Mutex::new(log),
+            high_watermark,
+            flush: tokio::sync::Mutex::new(()),
+            deleted: AtomicBool::new(false),
+        })
+    }
+
+    /// Which partition this is.
+    pub fn topic_partition(&self) -> &TopicPartition {
+        &self.topic_partition
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Log> {
+        // A panic while appending leaves the log as consistent as a crash would; keep going.
+        self.log
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn check_live(&self) -> Result<(), StorageError> {
+        if self.deleted.load(Ordering::Acquire) {
+            Err(StorageError::Deleted)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Appends one or more whole record batches (as a produce request carries them) and
+    /// returns their offsets. The records are readable once [`Self::wait_durable`] says so.
+    pub fn append(&self, records: &[u8], now_ms: Timestamp) -> Result<AppendInfo, StorageError> {
+        self.check_live()?;
+        let mut log = self.lock();
+        let (info, durable_by_roll) = log.append(records, now_ms)?;
+        if !log.config.fsync_before_ack {
+            self.advance_high_watermark(info.last_offset + 1);
+        } else if let Some(durable) = durable_by_roll {
+            self.advance_high_watermark(durable);
+        }
+        Ok(info)
+    }
+
+    /// Waits until every offset up to `last_offset` is durable (below the high watermark),
+    /// fsyncing if no one else is.
+    pub async fn wait_durable(&self, last_offset: Offset) -> Result<(), StorageError> {
+        loop {
+            if self.high_watermark() > last_offset {
+                return Ok(());
+            }
+            let _flushing = self.flush.lock().await;
+            if self.high_watermark() > last_offset {
+                return Ok(());
+            }
+            self.check_live()?;
+            let (file, target) = {
+                let log = self.lock();
+                (log.active_file(), log.next_offset())
+            };
+            sync(file).await?;
+            self.advance_high_watermark(target);
+        }
+    }
+
+    /// fsyncs whatever was appended, for the page-cache mode's periodic flush and shutdown.
+    pub async fn flush(&self) -> Result<(), StorageError> {
+        let last = self.log_end_offset() - 1;
+        let _flushing = self.flush.lock().await;
+        let file = self.lock().active_file();
+        sync(file).await?;
+        self.advance_high_watermark(last + 1);
+        Ok(())
+    }
+
+    fn advance_high_watermark(&self, offset: Offset) {
+        self.high_watermark.send_if_modified(|hw| {
+            let moved = offset > *hw;
+            if moved {
+                *hw = offset;
+            }
+            moved
+        });
+    }
+
+    /// The offset below which records are durable and visible to consumers.
+    pub fn high_watermark(&self) -> Offset {
+        *self.high_watermark.borrow()
+    }
+
+    /// Changes to the high watermark, for fetches that wait for data.
+    pub fn watch_high_watermark(&self) -> watch::Receiver<Offset> {
+        self.high_watermark.subscribe()
+    }
+
+    /// The offset the next appended record will get.
+    pub fn log_end_offset(&self) -> Offset {
+        self.lock().next_offset()
+    }
+
+    /// The first offset the log holds.
+    pub fn log_start_offset(&self) -> Offset {
+        self.lock().log_start_offset()
+    }
+
+    /// Bytes on disk.
+    pub fn size(&self) -> u64 {
+        self.lock().size()
+    }
+
+    /// Whole batches from the one holding `offset`, up to about `max_bytes` (at least one
+    /// batch), all below the high watermark.
+    pub fn read(&self, offset: Offset, max_bytes: usize) -> Result<FetchedBatches, StorageError> {
+        self.check_live()?;
+        let high_watermark = self.high_watermark();
+        let mut offset = offset;
+        loop {
+            let (plan, log_start_offset) = {
+                let log = self.lock();
+                (
+                    log.plan_read(offset, high_watermark)?,
+                    log.log_start_offset(),
+                )
+            };
+            let records = match plan {
+                Some(plan) => plan.read(max_bytes)?.bytes,
+                None => bytes::Bytes::new(),
+            };
+            // A segment with nothing at or after `offset` (its tail was compacted away): go on
+            // with the next segment, if that holds visible records.
+            if records.is_empty() {
+                if let Some(next) = self.lock().next_segment_base(offset) {
+                    if next < high_watermark {
+                        offset = next;
+                        continue;
+                    }
+                }
+            }
+            return Ok(FetchedBatches {
+                records,
+                high_watermark,
+                log_start_offset,
+            });
+        }
+    }
+
+    /// The first record at or after `timestamp` that consumers can see: (offset, timestamp).
+    pub fn offset_for_timestamp(
+        &self,
+        timestamp: Timestamp,
+    ) -> Result<Option<(Offset, Timestamp)>, StorageError> {
+        let high_watermark = self.high_watermark();
+        let plan = self.lock().plan_timestamp_search(timestamp, high_watermark);
+        match plan {
+            Some(plan) => Ok(plan.find_timestamp(timestamp)?),
+            None => Ok(None),
+        }
+    }
+
+    /// Applies new settings (after an AlterConfigs).
+    pub fn set_config(&self, config: LogConfig) {
+        self.lock().config = config;
+    }
+
+    /// The current settings.
+    pub fn config(&self) -> LogConfig {
+        self.lock().config.clone()
+    }
+
+    /// Deletes the closed segments that `retention.ms` and `retention.bytes` let go, moving
+    /// the log start offset; returns how many went.
+    pub fn apply_retention(&self, now_ms: Timestamp) -> Result<usize, StorageError> {
+        Ok(super::retention::apply(&mut self.lock(), now_ms)?)
+    }
+
+    /// Marks the partition deleted: later operations fail, and the directory can go.
+    pub(crate) fn mark_deleted(&self) -> std::path::PathBuf {
+        self.deleted.store(true, Ordering::Release);
+        self.lock().dir().to_path_buf()
+    }
+
+    /// Syncs the log and writes its indexes, for a clean shutdown.
+    pub(crate) fn close(&self) -> io::Result<()> {
+        self.lock().close()
+    }
+}
+
+async fn sync(file: std::sync::Arc<File>) -> Result<(), StorageError> {
+    tokio::task::spawn_blocking(move || file.sync_data())
+        .await
+        .map_err(io::Error::other)??;
+    Ok(())
+}
