@@ -44,6 +44,7 @@ use eddy_core::log::TopicPartition;
 
 pub use config::LogConfig;
 pub use error::StorageError;
+pub(crate) use index::write_synced;
 pub use log::AppendInfo;
 pub use partition::{FetchedBatches, Partition};
 

@@ -1,0 +1,53 @@
+//! The broker's settings, with Kafka's names where Kafka has one.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::storage::LogConfig;
+
+/// How a broker runs. Build one with [`crate::Broker::builder`].
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// Where topics and logs live.
+    pub data_dir: PathBuf,
+    /// The address to listen on (defaults to 127.0.0.1:9092; port 0 picks a free one).
+    pub listen: SocketAddr,
+    /// The host clients are told to connect to (defaults to the listen address's IP).
+    pub advertised_host: Option<String>,
+    /// This broker's id in metadata responses (`node.id`, defaults to 1).
+    pub node_id: i32,
+    /// Create a topic when a client asks for metadata of one that does not exist
+    /// (`auto.create.topics.enable`, defaults to false as in Kafka 4).
+    pub auto_create_topics: bool,
+    /// Partitions of an auto-created topic or of a CreateTopics asking for the default
+    /// (`num.partitions`, defaults to 1).
+    pub num_partitions: i32,
+    /// The largest request frame accepted; a larger one closes its connection before it is
+    /// read (`socket.request.max.bytes`, defaults to 100 MiB).
+    pub socket_request_max_bytes: usize,
+    /// Requests a connection may have in progress before the broker stops reading from it
+    /// (defaults to 64).
+    pub max_in_flight_per_connection: usize,
+    /// How often retention runs (`log.retention.check.interval.ms`, defaults to 5 minutes).
+    pub retention_check_interval: Duration,
+    /// The log settings of topics that do not override them.
+    pub log: LogConfig,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("eddy-data"),
+            listen: SocketAddr::from(([127, 0, 0, 1], 9092)),
+            advertised_host: None,
+            node_id: 1,
+            auto_create_topics: false,
+            num_partitions: 1,
+            socket_request_max_bytes: 100 << 20,
+            max_in_flight_per_connection: 64,
+            retention_check_interval: Duration::from_secs(300),
+            log: LogConfig::default(),
+        }
+    }
+}

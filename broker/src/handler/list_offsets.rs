@@ -1,0 +1,69 @@
+//! ListOffsets: the earliest offset, the latest (the high watermark), or the first offset at
+//! or after a timestamp.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+
+use super::errors::storage_code;
+use super::{ProtocolError, Reply, RequestContext};
+use crate::state::BrokerState;
+
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+
+pub(super) fn handle(
+    state: &Arc<BrokerState>,
+    ctx: &RequestContext,
+    request: ListOffsetsRequest,
+) -> Result<Reply, ProtocolError> {
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let name = topic.name.0.to_string();
+            let partitions = topic
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let response = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_timestamp(-1)
+                        .with_offset(-1);
+                    let Some(partition) = state.partition(&name, p.partition_index) else {
+                        return response
+                            .with_error_code(ResponseError::UnknownTopicOrPartition.code());
+                    };
+                    let found = match p.timestamp {
+                        LATEST => Ok(Some((partition.high_watermark(), -1))),
+                        EARLIEST => Ok(Some((partition.log_start_offset(), -1))),
+                        t if t >= 0 => partition.offset_for_timestamp(t),
+                        _ => {
+                            return response.with_error_code(ResponseError::InvalidRequest.code());
+                        }
+                    };
+                    match found {
+                        Ok(Some((offset, timestamp))) => {
+                            let response = response.with_offset(offset).with_timestamp(timestamp);
+                            if ctx.version >= 4 {
+                                response.with_leader_epoch(0)
+                            } else {
+                                response
+                            }
+                        }
+                        Ok(None) => response,
+                        Err(e) => response.with_error_code(storage_code(&e)),
+                    }
+                })
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(topic.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    ctx.reply(&ListOffsetsResponse::default().with_topics(topics))
+}

@@ -1,0 +1,172 @@
+//! Handlers: one module per API family. Each takes a decoded request, calls the domain
+//! (storage, metadata) and builds the response, mapping domain errors to Kafka error codes.
+//! Handlers never touch files.
+//!
+//! A handler returns a [`Reply`]. Its synchronous part runs in request order on the
+//! connection (so a producer's appends keep their order); what it must wait for (an fsync, a
+//! long-poll fetch) runs afterwards, and responses still go out in request order.
+
+mod api_versions;
+mod configs;
+mod errors;
+mod fetch;
+mod list_offsets;
+mod metadata;
+mod produce;
+mod topics;
+
+use std::sync::Arc;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use futures::future::BoxFuture;
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
+
+use crate::state::BrokerState;
+
+pub(crate) use api_versions::supported_versions;
+
+/// What a request is answered with.
+pub(crate) enum Reply {
+    /// The encoded response, ready now.
+    Ready(Bytes),
+    /// The encoded response, once the future completes.
+    Later(BoxFuture<'static, Result<Bytes, ProtocolError>>),
+    /// No response at all (a produce with acks=0).
+    Nothing,
+}
+
+/// Why a connection must be closed: the peer sent something that is not a request we can
+/// answer, or a response could not be encoded.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ProtocolError {
+    /// The frame is too short to hold a request header.
+    #[error("a {0}-byte frame is too short for a request header")]
+    ShortFrame(usize),
+    /// The API key is not one eddy serves.
+    #[error("unsupported API key {0}")]
+    UnknownApi(i16),
+    /// The version is outside the range eddy serves for that API.
+    #[error("unsupported version {version} of {api:?}")]
+    UnsupportedVersion {
+        /// The API.
+        api: ApiKey,
+        /// The version asked for.
+        version: i16,
+    },
+    /// The header or body does not decode.
+    #[error("malformed {api:?} v{version} request: {reason}")]
+    Malformed {
+        /// The API.
+        api: ApiKey,
+        /// The version.
+        version: i16,
+        /// What the decoder reported.
+        reason: String,
+    },
+    /// A response could not be encoded (a bug).
+    #[error("could not encode a {api:?} v{version} response: {reason}")]
+    Encode {
+        /// The API.
+        api: ApiKey,
+        /// The version.
+        version: i16,
+        /// What the encoder reported.
+        reason: String,
+    },
+}
+
+/// What every handler knows about the request it answers.
+#[derive(Debug, Clone)]
+pub(crate) struct RequestContext {
+    pub(crate) api: ApiKey,
+    pub(crate) version: i16,
+    pub(crate) correlation_id: i32,
+}
+
+impl RequestContext {
+    /// The response encoded with its header, as a whole frame (length prefix included).
+    pub(crate) fn encode<R: Encodable + HeaderVersion>(
+        &self,
+        response: &R,
+    ) -> Result<Bytes, ProtocolError> {
+        let failed = |e: anyhow::Error| ProtocolError::Encode {
+            api: self.api,
+            version: self.version,
+            reason: e.to_string(),
+        };
+        let header_version = R::header_version(self.version);
+        let header = ResponseHeader::default().with_correlation_id(self.correlation_id);
+        let size = header.compute_size(header_version).map_err(failed)?
+            + response.compute_size(self.version).map_err(failed)?;
+        let mut buf = BytesMut::with_capacity(4 + size);
+        buf.put_i32(size as i32);
+        header.encode(&mut buf, header_version).map_err(failed)?;
+        response.encode(&mut buf, self.version).map_err(failed)?;
+        Ok(buf.freeze())
+    }
+
+    /// A reply that is ready now.
+    pub(crate) fn reply<R: Encodable + HeaderVersion>(
+        &self,
+        response: &R,
+    ) -> Result<Reply, ProtocolError> {
+        self.encode(response).map(Reply::Ready)
+    }
+}
+
+fn decode<R: Decodable>(ctx: &RequestContext, body: &mut Bytes) -> Result<R, ProtocolError> {
+    R::decode(body, ctx.version).map_err(|e| ProtocolError::Malformed {
+        api: ctx.api,
+        version: ctx.version,
+        reason: e.to_string(),
+    })
+}
+
+/// Decodes one request frame (without its length prefix) and starts answering it.
+pub(crate) fn handle(state: &Arc<BrokerState>, mut frame: Bytes) -> Result<Reply, ProtocolError> {
+    if frame.len() < 8 {
+        return Err(ProtocolError::ShortFrame(frame.len()));
+    }
+    let api_key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let api = ApiKey::try_from(api_key).map_err(|_| ProtocolError::UnknownApi(api_key))?;
+    let supported = supported_versions(api).ok_or(ProtocolError::UnknownApi(api_key))?;
+    let header =
+        RequestHeader::decode(&mut frame, api.request_header_version(version)).map_err(|e| {
+            ProtocolError::Malformed {
+                api,
+                version,
+                reason: e.to_string(),
+            }
+        })?;
+    let ctx = RequestContext {
+        api,
+        version,
+        correlation_id: header.correlation_id,
+    };
+    if !(supported.0..=supported.1).contains(&version) {
+        if api == ApiKey::ApiVersions {
+            // KIP-511: answer with v0 and our ranges, so the client can pick a version.
+            return api_versions::unsupported(&ctx);
+        }
+        return Err(ProtocolError::UnsupportedVersion { api, version });
+    }
+    let body = &mut frame;
+    let reply = match api {
+        ApiKey::ApiVersions => api_versions::handle(&ctx, decode(&ctx, body)?),
+        ApiKey::Metadata => metadata::handle(state, &ctx, decode(&ctx, body)?),
+        ApiKey::CreateTopics => topics::create(state, &ctx, decode(&ctx, body)?),
+        ApiKey::DeleteTopics => topics::delete(state, &ctx, decode(&ctx, body)?),
+        ApiKey::CreatePartitions => topics::create_partitions(state, &ctx, decode(&ctx, body)?),
+        ApiKey::DescribeConfigs => configs::describe(state, &ctx, decode(&ctx, body)?),
+        ApiKey::Produce => produce::handle(state, ctx.clone(), decode(&ctx, body)?),
+        ApiKey::Fetch => fetch::handle(state, ctx.clone(), decode(&ctx, body)?),
+        ApiKey::ListOffsets => list_offsets::handle(state, &ctx, decode(&ctx, body)?),
+        _ => Err(ProtocolError::UnknownApi(api_key)),
+    }?;
+    if body.has_remaining() {
+        tracing::debug!(api = ?ctx.api, version, left = body.remaining(), "bytes after the request body");
+    }
+    Ok(reply)
+}

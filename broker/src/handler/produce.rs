@@ -1,0 +1,135 @@
+//! Produce: append each partition's batches in request order, then answer once they are
+//! durable (acks=1 and acks=all; with one replica these mean the same), or not at all
+//! (acks=0).
+
+use std::sync::Arc;
+
+use futures::future::join_all;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::errors::storage_code;
+use super::{ProtocolError, Reply, RequestContext};
+use crate::state::{now_ms, BrokerState};
+use crate::storage::Partition;
+
+/// A partition's answer, and the durability it still waits for.
+struct Pending {
+    response: PartitionProduceResponse,
+    wait_for: Option<(Arc<Partition>, i64)>,
+}
+
+fn failed(index: i32, code: i16, message: Option<String>, version: i16) -> Pending {
+    let mut response = PartitionProduceResponse::default()
+        .with_index(index)
+        .with_error_code(code)
+        .with_base_offset(-1);
+    if version >= 8 {
+        response = response.with_error_message(message.map(StrBytes::from_string));
+    }
+    Pending {
+        response,
+        wait_for: None,
+    }
+}
+
+pub(super) fn handle(
+    state: &Arc<BrokerState>,
+    ctx: RequestContext,
+    request: ProduceRequest,
+) -> Result<Reply, ProtocolError> {
+    let acks = request.acks;
+    let version = ctx.version;
+    let now = now_ms();
+    let mut topics = Vec::with_capacity(request.topic_data.len());
+    for topic in request.topic_data {
+        let name = topic.name.0.to_string();
+        let mut partitions = Vec::with_capacity(topic.partition_data.len());
+        for data in topic.partition_data {
+            let index = data.index;
+            if !matches!(acks, -1..=1) {
+                partitions.push(failed(
+                    index,
+                    ResponseError::InvalidRequiredAcks.code(),
+                    None,
+                    version,
+                ));
+                continue;
+            }
+            let Some(partition) = state.partition(&name, index) else {
+                partitions.push(failed(
+                    index,
+                    ResponseError::UnknownTopicOrPartition.code(),
+                    Some(format!("This server does not host {name}-{index}.")),
+                    version,
+                ));
+                continue;
+            };
+            let Some(records) = data.records.filter(|r| !r.is_empty()) else {
+                partitions.push(failed(
+                    index,
+                    ResponseError::InvalidRecord.code(),
+                    Some("The produce request holds no record batch.".into()),
+                    version,
+                ));
+                continue;
+            };
+            match partition.append(&records, now) {
+                Ok(info) => {
+                    let mut response = PartitionProduceResponse::default()
+                        .with_index(index)
+                        .with_base_offset(info.base_offset)
+                        .with_log_append_time_ms(info.log_append_time);
+                    if version >= 5 {
+                        response = response.with_log_start_offset(info.log_start_offset);
+                    }
+                    partitions.push(Pending {
+                        response,
+                        wait_for: Some((partition, info.last_offset)),
+                    });
+                }
+                Err(e) => {
+                    tracing::debug!(partition = %partition.topic_partition(), error = %e, "refused a produce");
+                    partitions.push(failed(
+                        index,
+                        storage_code(&e),
+                        Some(e.to_string()),
+                        version,
+                    ));
+                }
+            }
+        }
+        topics.push((topic.name, partitions));
+    }
+    if acks == 0 {
+        return Ok(Reply::Nothing);
+    }
+    Ok(Reply::Later(Box::pin(async move {
+        let mut responses = Vec::with_capacity(topics.len());
+        for (name, partitions) in topics {
+            let answered = join_all(partitions.into_iter().map(|p| async move {
+                match p.wait_for {
+                    None => p.response,
+                    Some((partition, last_offset)) => match partition.wait_durable(last_offset).await {
+                        Ok(()) => p.response,
+                        Err(e) => {
+                            tracing::error!(partition = %partition.topic_partition(), error = %e, "fsync failed");
+                            p.response
+                                .with_error_code(storage_code(&e))
+                                .with_base_offset(-1)
+                        }
+                    },
+                }
+            }))
+            .await;
+            responses.push(
+                TopicProduceResponse::default()
+                    .with_name(name)
+                    .with_partition_responses(answered),
+            );
+        }
+        ctx.encode(&ProduceResponse::default().with_responses(responses))
+    })))
+}

@@ -1,0 +1,147 @@
+//! The broker's domain as handlers see it: topic metadata and partition logs kept in step.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use eddy_core::log::TopicPartition;
+
+use crate::config::BrokerConfig;
+use crate::metadata::{configs, Metadata, MetadataError, Topic};
+use crate::storage::{LogConfig, LogStore, Partition};
+
+/// Everything a request can reach.
+#[derive(Debug)]
+pub(crate) struct BrokerState {
+    pub(crate) config: BrokerConfig,
+    pub(crate) metadata: Metadata,
+    pub(crate) logs: LogStore,
+    pub(crate) cluster_id: String,
+    /// Host and port clients are told to use.
+    pub(crate) advertised: (String, u16),
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl BrokerState {
+    /// Loads the topics and opens (recovering) every partition's log.
+    pub(crate) fn open(config: BrokerConfig, advertised: (String, u16)) -> io::Result<Self> {
+        std::fs::create_dir_all(&config.data_dir)?;
+        let metadata = Metadata::load(&config.data_dir)?;
+        let logs = LogStore::new(&config.data_dir)?;
+        let cluster_id = cluster_id(&config.data_dir)?;
+        let state = Self {
+            config,
+            metadata,
+            logs,
+            cluster_id,
+            advertised,
+        };
+        let now = now_ms();
+        let topics = state.metadata.topics();
+        for topic in &topics {
+            let log_config = state.log_config(topic);
+            for p in 0..topic.partitions {
+                state.logs.open_partition(
+                    TopicPartition::new(&topic.name, p),
+                    log_config.clone(),
+                    now,
+                )?;
+            }
+        }
+        state.logs.remove_unknown_partitions(|dir| {
+            dir.rsplit_once('-').is_some_and(|(name, p)| {
+                let p: i32 = p.parse().unwrap_or(-1);
+                topics
+                    .iter()
+                    .any(|t| t.name == name && (0..t.partitions).contains(&p))
+            })
+        })?;
+        Ok(state)
+    }
+
+    /// The log settings of a topic: its own over the broker's.
+    pub(crate) fn log_config(&self, topic: &Topic) -> LogConfig {
+        configs::log_config(&self.config.log, &topic.configs)
+    }
+
+    /// A partition's log, if the topic and partition exist.
+    pub(crate) fn partition(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
+        self.logs.get(&TopicPartition::new(topic, partition))
+    }
+
+    /// Creates a topic and its partitions' logs.
+    pub(crate) fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<Topic, MetadataError> {
+        let topic = self
+            .metadata
+            .create_topic(name, partitions, configs, validate_only)?;
+        if !validate_only {
+            self.open_partitions(&topic, 0)?;
+        }
+        Ok(topic)
+    }
+
+    fn open_partitions(&self, topic: &Topic, from: i32) -> Result<(), MetadataError> {
+        let config = self.log_config(topic);
+        let now = now_ms();
+        for p in from..topic.partitions {
+            self.logs
+                .open_partition(TopicPartition::new(&topic.name, p), config.clone(), now)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes a topic and its logs.
+    pub(crate) fn delete_topic(&self, name: &str) -> Result<Topic, MetadataError> {
+        let topic = self.metadata.delete_topic(name)?;
+        for p in 0..topic.partitions {
+            self.logs.delete_partition(&TopicPartition::new(name, p))?;
+        }
+        Ok(topic)
+    }
+
+    /// Raises a topic's partition count and creates the new partitions' logs.
+    pub(crate) fn increase_partitions(
+        &self,
+        name: &str,
+        count: i32,
+        validate_only: bool,
+    ) -> Result<(), MetadataError> {
+        let old = self
+            .metadata
+            .increase_partitions(name, count, validate_only)?;
+        if !validate_only {
+            if let Some(topic) = self.metadata.topic(name) {
+                self.open_partitions(&topic, old)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The cluster id of this data directory, made up on first start.
+fn cluster_id(dir: &std::path::Path) -> io::Result<String> {
+    let path = dir.join("cluster-id");
+    match std::fs::read_to_string(&path) {
+        Ok(id) if !id.trim().is_empty() => Ok(id.trim().to_string()),
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => {
+            let id = uuid::Uuid::new_v4().simple().to_string();
+            crate::storage::write_synced(&path, id.as_bytes())?;
+            Ok(id)
+        }
+    }
+}
