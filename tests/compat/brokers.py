@@ -72,7 +72,10 @@ class Broker:
 
     def start(self, timeout: float = 60.0) -> "Broker":
         log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT)
+        # A session of its own, so that a kill reaches every process of the broker (the
+        # reference broker is a script with a JVM under it).
+        self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -91,14 +94,16 @@ class Broker:
         try:
             return self.process.wait(timeout)
         except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+            self.kill()
             raise RuntimeError(f"{self.kind} broker ignored SIGTERM for {timeout}s")
 
     def kill(self) -> None:
         """SIGKILL: the process gets no chance to flush or close anything."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
+        if self.process is not None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             self.process.wait()
 
     def restart(self) -> "Broker":

@@ -3,10 +3,8 @@ kind listed in COMPAT_BROKERS (default: eddy,kafka), against a real broker proce
 
 import itertools
 import os
-import time
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import Broker
 
@@ -42,22 +40,3 @@ def fresh_broker(broker_kind):
 def topic_name(request):
     base = request.node.name.split("[")[0].replace("_", "-")
     return f"{base}-{next(_names)}"
-
-
-def create_topic(bootstrap: str, name: str, partitions: int, config: dict | None = None) -> None:
-    """Creates a topic and waits until the broker's metadata shows a leader for every
-    partition: Kafka answers CreateTopics before its metadata cache has caught up, and a
-    produce in between is retried, which reorders records of a non-idempotent producer."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})], operation_timeout=30)
-    for f in futures.values():
-        f.result(timeout=30)
-    deadline = time.monotonic() + 30
-    while True:
-        topic = admin.list_topics(name, timeout=10).topics.get(name)
-        if topic is not None and topic.error is None and len(topic.partitions) == partitions \
-                and all(p.leader >= 0 and p.error is None for p in topic.partitions.values()):
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"topic {name} has no leader for every partition after 30s")
-        time.sleep(0.05)

@@ -12,8 +12,7 @@ from confluent_kafka import Producer
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 
-from clients import kcat, read_assigned
-from conftest import create_topic
+from clients import create_topic, kcat, read_assigned
 
 
 def test_kcat_keyed_messages_round_trip(broker, topic_name):
@@ -130,7 +129,7 @@ def test_restart_keeps_every_record(fresh_broker, topic_name):
     lines = [f"{i}" for i in range(500)]
     kcat(fresh_broker.bootstrap, "-P", "-t", topic_name, "-p", "0", "-X", "acks=all",
          "-X", "max.in.flight=1", stdin="\n".join(lines) + "\n")
-    assert fresh_broker.stop() in (0, 143), "broker did not stop cleanly on SIGTERM"
+    assert fresh_broker.stop() == 0, "broker did not stop cleanly on SIGTERM"
     fresh_broker.start()
     out = kcat(fresh_broker.bootstrap, "-C", "-t", topic_name, "-p", "0", "-o", "beginning", "-e", "-q")
     assert out.splitlines() == lines

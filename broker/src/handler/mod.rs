@@ -170,3 +170,6 @@ pub(crate) fn handle(state: &Arc<BrokerState>, mut frame: Bytes) -> Result<Reply
     }
     Ok(reply)
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,95 @@
+//! Helpers for eddy's end-to-end tests: a bare Kafka wire connection that sends any bytes,
+//! well formed or not, and decodes the responses, so tests can speak to a real broker below
+//! any client library.
+
+use std::io;
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A raw connection to a broker.
+pub struct WireConnection {
+    stream: TcpStream,
+    next_correlation_id: i32,
+}
+
+impl WireConnection {
+    /// Connects to `addr`.
+    pub async fn connect(addr: &str) -> io::Result<Self> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        Ok(Self {
+            stream,
+            next_correlation_id: 1,
+        })
+    }
+
+    /// Sends bytes as they are, framing included or not.
+    pub async fn send_raw(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.stream.write_all(bytes).await
+    }
+
+    /// Sends a request body of type `R` at `version` and decodes its response.
+    pub async fn request<R: Request>(
+        &mut self,
+        version: i16,
+        request: &R,
+    ) -> io::Result<R::Response> {
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id += 1;
+        let api = ApiKey::try_from(R::KEY).expect("a known API key");
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(StrBytes::from_static_str("eddy-tests")));
+        let mut body = BytesMut::new();
+        header
+            .encode(&mut body, api.request_header_version(version))
+            .map_err(io::Error::other)?;
+        request
+            .encode(&mut body, version)
+            .map_err(io::Error::other)?;
+        let mut frame = BytesMut::with_capacity(body.len() + 4);
+        frame.put_i32(body.len() as i32);
+        frame.extend_from_slice(&body);
+        self.stream.write_all(&frame).await?;
+        let mut response = self.read_frame().await?;
+        let header = ResponseHeader::decode(&mut response, R::Response::header_version(version))
+            .map_err(io::Error::other)?;
+        assert_eq!(
+            header.correlation_id, correlation_id,
+            "responses out of order"
+        );
+        R::Response::decode(&mut response, version).map_err(io::Error::other)
+    }
+
+    /// Reads one response frame (without its size).
+    pub async fn read_frame(&mut self) -> io::Result<Bytes> {
+        let size = self.stream.read_i32().await?;
+        let mut body = vec![0; size.max(0) as usize];
+        self.stream.read_exact(&mut body).await?;
+        Ok(Bytes::from(body))
+    }
+
+    /// Whether the broker closed the connection (reads end) within `wait`.
+    pub async fn is_closed_by_peer(&mut self, wait: Duration) -> bool {
+        let mut buf = [0u8; 64];
+        loop {
+            match tokio::time::timeout(wait, self.stream.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => return true,
+                Ok(Ok(_)) => continue,
+                Err(_) => return false,
+            }
+        }
+    }
+}
+
+/// Reads an i16 error code at the front of a body.
+pub fn leading_error_code(mut body: Bytes) -> i16 {
+    body.get_i16()
+}
