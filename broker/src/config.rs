@@ -31,6 +31,9 @@ pub struct BrokerConfig {
     pub max_in_flight_per_connection: usize,
     /// How often retention runs (`log.retention.check.interval.ms`, defaults to 5 minutes).
     pub retention_check_interval: Duration,
+    /// How often compacted topics are looked at for closed segments to clean
+    /// (`log.cleaner.backoff.ms`, defaults to 15 seconds).
+    pub cleaner_backoff: Duration,
     /// The log settings of topics that do not override them.
     pub log: LogConfig,
 }
@@ -47,6 +50,7 @@ impl Default for BrokerConfig {
             socket_request_max_bytes: 100 << 20,
             max_in_flight_per_connection: 64,
             retention_check_interval: Duration::from_secs(300),
+            cleaner_backoff: Duration::from_secs(15),
             log: LogConfig::default(),
         }
     }

@@ -143,6 +143,12 @@ impl BrokerBuilder {
         self
     }
 
+    /// How often compacted topics are looked at for work (defaults to 15 seconds).
+    pub fn cleaner_backoff(mut self, interval: Duration) -> Self {
+        self.config.cleaner_backoff = interval;
+        self
+    }
+
     /// The log settings of topics that do not set their own.
     pub fn log_defaults(mut self, log: LogConfig) -> Self {
         self.config.log = log;

@@ -1,5 +1,6 @@
-//! Background work on the logs: retention on its interval, and for topics that leave
-//! durability to the page cache, an fsync every `flush.ms`.
+//! Background work on the logs: retention on its interval; compaction of compacted topics
+//! once a segment has closed since their last pass; and for topics that leave durability to
+//! the page cache, an fsync every `flush.ms`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,7 +13,9 @@ use crate::state::{now_ms, BrokerState};
 
 pub(crate) async fn run(state: Arc<BrokerState>, mut stop: watch::Receiver<bool>) {
     let mut next_retention = Instant::now() + state.config.retention_check_interval;
+    let mut next_cleaning = Instant::now() + state.config.cleaner_backoff;
     let mut last_flush = HashMap::new();
+    let mut cleaned_through = HashMap::new();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(100)) => {}
@@ -33,6 +36,37 @@ pub(crate) async fn run(state: Arc<BrokerState>, mut stop: watch::Receiver<bool>
             last_flush.insert(partition.topic_partition().clone(), now);
             if let Err(e) = partition.flush().await {
                 tracing::error!(partition = %partition.topic_partition(), error = %e, "periodic flush failed");
+            }
+        }
+        if now >= next_cleaning {
+            next_cleaning = now + state.config.cleaner_backoff;
+            let due: Vec<_> = state
+                .logs
+                .partitions()
+                .into_iter()
+                .filter(|p| p.config().compact)
+                .filter(|p| {
+                    cleaned_through.get(p.topic_partition()) != Some(&p.active_segment_base())
+                })
+                .collect();
+            for partition in due {
+                let active = partition.active_segment_base();
+                let worker = Arc::clone(&partition);
+                let result = tokio::task::spawn_blocking(move || worker.compact(now_ms())).await;
+                match result {
+                    Ok(Ok(stats)) => {
+                        cleaned_through.insert(partition.topic_partition().clone(), active);
+                        if stats.records_removed > 0 {
+                            tracing::info!(partition = %partition.topic_partition(), ?stats, "compacted");
+                        }
+                    }
+                    Ok(Err(e)) => {
+                        tracing::error!(partition = %partition.topic_partition(), error = %e, "compaction failed")
+                    }
+                    Err(e) => {
+                        tracing::error!(partition = %partition.topic_partition(), error = %e, "compaction task failed")
+                    }
+                }
             }
         }
         if now >= next_retention {

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use eddy_core::log::{Offset, Timestamp};
 use eddy_core::wire::batch::{self, BatchHeader, Batches};
 
+use super::compaction::{self, SegmentToClean};
 use super::config::LogConfig;
 use super::index::write_synced;
 use super::read::ReadPlan;
@@ -72,7 +73,8 @@ impl Log {
                 base,
                 config.index_interval_bytes,
                 i == last,
-                config.compact,
+                // Compaction leaves gaps, only ever in closed segments.
+                i != last,
                 now_ms,
             )?;
             truncations.extend(truncation);
@@ -343,6 +345,61 @@ impl Log {
     /// Writes the active segment's indexes and syncs it, for a clean shutdown.
     pub(crate) fn close(&self) -> io::Result<()> {
         self.active().close_for_appends()
+    }
+
+    /// The closed segments, for compaction.
+    pub(crate) fn segments_to_clean(&self) -> Vec<SegmentToClean> {
+        let active = self.active().base_offset;
+        self.segments
+            .values()
+            .filter(|s| s.base_offset != active)
+            .map(|s| SegmentToClean {
+                base_offset: s.base_offset,
+                file: Arc::clone(&s.file),
+                size: s.size,
+                path: s.path().to_path_buf(),
+            })
+            .collect()
+    }
+
+    /// The base offset of the active segment.
+    pub(crate) fn active_base_offset(&self) -> Offset {
+        self.active().base_offset
+    }
+
+    /// Puts the compacted file `cleaned` in place of `segment`, if the segment is still there
+    /// as it was planned (retention may have deleted it meanwhile). Returns whether it did.
+    pub(crate) fn replace_segment(
+        &mut self,
+        segment: &SegmentToClean,
+        cleaned: &Path,
+        now_ms: i64,
+    ) -> io::Result<bool> {
+        let current = self.segments.get(&segment.base_offset);
+        let unchanged = current.is_some_and(|s| s.size == segment.size)
+            && segment.base_offset != self.active().base_offset;
+        if !unchanged {
+            fs::remove_file(cleaned)?;
+            return Ok(false);
+        }
+        compaction::swap_in(cleaned, &segment.path)?;
+        let (reopened, truncation) = Segment::open(
+            &self.dir,
+            segment.base_offset,
+            self.config.index_interval_bytes,
+            false,
+            true,
+            now_ms,
+        )?;
+        if let Some(t) = truncation {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a compacted segment does not read back: {}", t.reason),
+            ));
+        }
+        reopened.close_for_appends()?;
+        self.segments.insert(segment.base_offset, reopened);
+        Ok(true)
     }
 
     /// The base offset of the first segment after the one holding `offset`.

@@ -19,12 +19,17 @@
 //! 3. A segment that is full or old is closed before an append: fsynced, its indexes written
 //!    beside it, and a new segment created.
 //!
+//! # Compaction
+//! Topics with `cleanup.policy=compact` have their closed segments rewritten to keep the
+//! latest record of each key, without changing any offset (see `compaction`).
+//!
 //! # Recovery
 //! At start every batch of each partition's active segment is checked (length, magic, CRC,
 //! offsets increasing) and the file is cut at the first bad byte, so a torn write is never
 //! served and never stops the broker. Closed segments were fsynced when they were closed; their
 //! saved indexes are used when well formed and rebuilt from the batch headers otherwise.
 
+mod compaction;
 mod config;
 mod error;
 mod index;
@@ -42,6 +47,7 @@ use std::sync::{Arc, RwLock};
 
 use eddy_core::log::TopicPartition;
 
+pub use compaction::CompactionStats;
 pub use config::LogConfig;
 pub use error::StorageError;
 pub(crate) use index::write_synced;

@@ -18,6 +18,7 @@ use std::sync::{Mutex, MutexGuard};
 use eddy_core::log::{Offset, Timestamp, TopicPartition};
 use tokio::sync::watch;
 
+use super::compaction::{self, CompactionStats};
 use super::config::LogConfig;
 use super::log::{AppendInfo, Log};
 use super::StorageError;
@@ -220,6 +221,42 @@ impl Partition {
             Some(plan) => Ok(plan.find_timestamp(timestamp)?),
             None => Ok(None),
         }
+    }
+
+    /// Compacts the closed segments if the topic is compacted (`cleanup.policy=compact`).
+    /// Reading and rewriting happen outside the lock; only the swap of each rewritten
+    /// segment takes it.
+    pub fn compact(&self, now_ms: Timestamp) -> Result<CompactionStats, StorageError> {
+        let (segments, delete_retention_ms) = {
+            let log = self.lock();
+            if !log.config.compact {
+                return Ok(CompactionStats::default());
+            }
+            (log.segments_to_clean(), log.config.delete_retention_ms)
+        };
+        if segments.is_empty() {
+            return Ok(CompactionStats::default());
+        }
+        let latest = compaction::latest_offsets(&segments)?;
+        let mut stats = CompactionStats::default();
+        for segment in &segments {
+            let tombstones_before = now_ms.saturating_sub(delete_retention_ms);
+            if let Some((cleaned, done)) = compaction::rewrite(segment, &latest, tombstones_before)?
+            {
+                if self.lock().replace_segment(segment, &cleaned, now_ms)? {
+                    stats.segments_rewritten += done.segments_rewritten;
+                    stats.records_removed += done.records_removed;
+                    stats.bytes_freed += done.bytes_freed;
+                }
+            }
+        }
+        Ok(stats)
+    }
+
+    /// The base offset of the active segment: it moves when a segment is closed, which is
+    /// when compaction has new work.
+    pub fn active_segment_base(&self) -> Offset {
+        self.lock().active_base_offset()
     }
 
     /// Applies new settings (after an AlterConfigs).

@@ -288,6 +288,11 @@ impl Segment {
         fs::remove_file(&self.path)
     }
 
+    /// The segment's log file.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
     fn sibling(&self, extension: &str) -> PathBuf {
         self.path.with_extension(extension)
     }

@@ -373,3 +373,181 @@ async fn retention_deletes_old_and_excess_segments_only() {
         "but no more than a segment above it stays"
     );
 }
+
+/// Every record from `from`: (offset, key, value), tombstones as `None`.
+fn read_keyed(partition: &Partition, from: i64) -> Vec<(i64, String, Option<String>)> {
+    let text = |b: Option<Bytes>| b.map(|b| String::from_utf8(b.to_vec()).unwrap());
+    let mut out = Vec::new();
+    let mut offset = from;
+    loop {
+        let fetched = partition.read(offset, 1 << 16).unwrap();
+        if fetched.records.is_empty() {
+            return out;
+        }
+        for item in Batches::new(&fetched.records) {
+            let (header, bytes) = item.unwrap();
+            let (_, records) = decode_records(&Bytes::copy_from_slice(bytes), 1 << 20).unwrap();
+            for r in records.into_iter().filter(|r| r.offset >= offset) {
+                out.push((r.offset, text(r.record.key).unwrap(), text(r.record.value)));
+            }
+            offset = header.next_offset();
+        }
+    }
+}
+
+/// A batch of (key, value-or-tombstone, timestamp) records.
+fn keyed_batch(records: &[(String, Option<String>, i64)], compression: Compression) -> Vec<u8> {
+    let mut builder = BatchBuilder::new(compression);
+    for (k, v, ts) in records {
+        builder.append_parts(
+            Some(k.as_bytes()),
+            v.as_deref().map(str::as_bytes),
+            &[],
+            *ts,
+        );
+    }
+    builder.build(0).unwrap()
+}
+
+fn compacted_config() -> LogConfig {
+    LogConfig {
+        compact: true,
+        delete: false,
+        segment_bytes: 700,
+        delete_retention_ms: 1_000,
+        ..LogConfig::default()
+    }
+}
+
+#[tokio::test]
+async fn compaction_keeps_the_latest_record_of_each_key_at_its_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let partition = open(dir.path(), compacted_config());
+    let now = 1_000_000;
+    let mut written = Vec::new();
+    for b in 0..60 {
+        let records: Vec<_> = (0..4)
+            .map(|i| {
+                let n = b * 4 + i;
+                match n {
+                    // An old tombstone, long past delete.retention.ms, and a recent one.
+                    9 => ("old-gone".to_string(), None, 10),
+                    3 => ("old-gone".to_string(), Some("v3".to_string()), 5),
+                    200 => ("recent-gone".to_string(), None, now - 10),
+                    _ => (format!("k{}", n % 10), Some(format!("v{n}")), n as i64),
+                }
+            })
+            .collect();
+        written.extend(records.iter().cloned());
+        let info = partition
+            .append(&keyed_batch(&records, Compression::Lz4), 0)
+            .unwrap();
+        partition.wait_durable(info.last_offset).await.unwrap();
+    }
+    let before = read_keyed(&partition, 0);
+    let active = partition.active_segment_base();
+    assert!(
+        active > 100,
+        "the test needs closed segments, active starts at {active}"
+    );
+
+    let stats = partition.compact(now).unwrap();
+    assert!(stats.records_removed > 100, "{stats:?}");
+    let after = read_keyed(&partition, 0);
+
+    // Every surviving record is the one that was at its offset.
+    for row in &after {
+        assert_eq!(
+            Some(row),
+            before.iter().find(|b| b.0 == row.0),
+            "offset {}",
+            row.0
+        );
+    }
+    // The active segment is untouched.
+    let tail = |rows: &[(i64, String, Option<String>)]| {
+        rows.iter()
+            .filter(|r| r.0 >= active)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(tail(&after), tail(&before));
+    // Among closed segments each key appears once, at its latest offset there.
+    let closed: Vec<_> = after.iter().filter(|r| r.0 < active).collect();
+    let mut keys: Vec<_> = closed.iter().map(|r| r.1.clone()).collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(
+        keys.len(),
+        closed.len(),
+        "a key appears twice in closed segments"
+    );
+    assert!(
+        !closed.iter().any(|r| r.1 == "old-gone"),
+        "an expired tombstone survived"
+    );
+    assert!(
+        after.iter().any(|r| r.1 == "recent-gone" && r.2.is_none()),
+        "a recent tombstone went"
+    );
+    // Reading the log start to end gives every key its latest value, as before.
+    let latest = |rows: &[(i64, String, Option<String>)]| {
+        let mut map = std::collections::BTreeMap::new();
+        for (_, k, v) in rows {
+            map.insert(k.clone(), v.clone());
+        }
+        map.retain(|k, v| v.is_some() || k != "old-gone");
+        map
+    };
+    assert_eq!(latest(&after), latest(&before));
+
+    // Compacting again changes nothing; a restart reads the same log.
+    assert_eq!(partition.compact(now).unwrap().records_removed, 0);
+    drop(partition);
+    let reopened = open(dir.path(), compacted_config());
+    assert_eq!(read_keyed(&reopened, 0), after);
+    let info = reopened
+        .append(
+            &keyed_batch(&[("k1".into(), Some("new".into()), 1)], Compression::None),
+            0,
+        )
+        .unwrap();
+    assert_eq!(info.base_offset, 240, "offsets go on after compaction");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config { cases: 24, ..Default::default() })]
+
+    #[test]
+    fn compaction_preserves_the_latest_value_of_every_key(
+        writes in proptest::collection::vec((0u8..6, proptest::option::weighted(0.85, 0u16..1000)), 1..160),
+        batch_len in 1usize..6,
+        segment_bytes in 200u64..2000,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig { segment_bytes, delete_retention_ms: i64::MAX / 4, ..compacted_config() };
+        let partition = open(dir.path(), config);
+        let mut model = std::collections::BTreeMap::new();
+        for chunk in writes.chunks(batch_len) {
+            let records: Vec<_> = chunk
+                .iter()
+                .map(|(k, v)| (format!("key{k}"), v.map(|v| format!("value{v}")), 0))
+                .collect();
+            for (k, v, _) in &records {
+                model.insert(k.clone(), v.clone());
+            }
+            partition.append(&keyed_batch(&records, Compression::None), 0).unwrap();
+        }
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        rt.block_on(partition.wait_durable(partition.log_end_offset() - 1)).unwrap();
+        let before = read_keyed(&partition, 0);
+        partition.compact(0).unwrap();
+        let after = read_keyed(&partition, 0);
+        let mut latest = std::collections::BTreeMap::new();
+        for (offset, k, v) in &after {
+            proptest::prop_assert!(before.iter().any(|b| b.0 == *offset && &b.1 == k && &b.2 == v));
+            latest.insert(k.clone(), v.clone());
+        }
+        proptest::prop_assert_eq!(latest, model);
+    }
+}

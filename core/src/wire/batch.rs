@@ -376,6 +376,8 @@ pub struct BatchBuilder {
     base_timestamp: Option<Timestamp>,
     max_timestamp: Timestamp,
     count: i32,
+    /// The offset delta of the last record appended.
+    last_offset_delta: i32,
     records: Vec<u8>,
 }
 
@@ -392,8 +394,24 @@ impl BatchBuilder {
             base_timestamp: None,
             max_timestamp: -1,
             count: 0,
+            last_offset_delta: -1,
             records: Vec::new(),
         }
+    }
+
+    /// A batch to hold some of the records of the batch `original` (as compaction keeps them):
+    /// same producer fields, transactional and control bits, and offset span, so offsets and
+    /// producer sequences stay as they were. Records are added with
+    /// [`Self::append_at`].
+    pub fn retaining(original: &BatchHeader, compression: Compression) -> Self {
+        let mut builder = Self::new(compression).producer(
+            original.producer_id,
+            original.producer_epoch,
+            original.base_sequence,
+        );
+        builder.attributes |= original.attributes & (TRANSACTIONAL_BIT | CONTROL_BIT);
+        builder.last_offset_delta = original.last_offset_delta;
+        builder
     }
 
     /// Marks the batch as written by an idempotent producer, its first record having
@@ -445,10 +463,34 @@ impl BatchBuilder {
         headers: &[Header],
         timestamp: Timestamp,
     ) {
+        self.append_record(self.count, key, value, headers, timestamp);
+        self.last_offset_delta = self.count - 1;
+    }
+
+    /// Appends a record at `offset_delta` from the batch's base offset, for a batch made by
+    /// [`Self::retaining`]: deltas must increase and stay within the original batch's span.
+    pub fn append_at(&mut self, offset_delta: i32, record: &Record) {
+        self.append_record(
+            offset_delta,
+            record.key.as_deref(),
+            record.value.as_deref(),
+            &record.headers,
+            record.timestamp,
+        );
+        self.last_offset_delta = self.last_offset_delta.max(offset_delta);
+    }
+
+    fn append_record(
+        &mut self,
+        offset_delta: i32,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header],
+        timestamp: Timestamp,
+    ) {
         let base = *self.base_timestamp.get_or_insert(timestamp);
         self.max_timestamp = self.max_timestamp.max(timestamp);
         let timestamp_delta = timestamp.wrapping_sub(base);
-        let offset_delta = self.count;
         let bytes_len = |b: Option<&[u8]>| match b {
             Some(b) => varint_len(b.len() as i32) + b.len(),
             None => varint_len(-1),
@@ -491,7 +533,7 @@ impl BatchBuilder {
         out.push(MAGIC as u8);
         out.extend_from_slice(&[0; 4]); // crc, below
         out.extend_from_slice(&self.attributes.to_be_bytes());
-        out.extend_from_slice(&(self.count - 1).to_be_bytes());
+        out.extend_from_slice(&self.last_offset_delta.to_be_bytes());
         out.extend_from_slice(&self.base_timestamp.unwrap_or(-1).to_be_bytes());
         out.extend_from_slice(&self.max_timestamp.to_be_bytes());
         out.extend_from_slice(&self.producer_id.to_be_bytes());

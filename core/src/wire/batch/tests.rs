@@ -93,6 +93,36 @@ fn a_new_base_offset_keeps_the_crc_valid() {
 }
 
 #[test]
+fn a_retaining_batch_keeps_offsets_span_and_producer() {
+    let mut original = BatchBuilder::new(Compression::None).producer(5, 1, 100);
+    for r in &java_records() {
+        original.append(r);
+    }
+    let mut bytes = original.build(0).unwrap();
+    set_base_offset(&mut bytes, 40);
+    let original = BatchHeader::parse(&bytes).unwrap();
+    let records = java_records();
+    let mut kept = BatchBuilder::retaining(&original, Compression::Zstd);
+    kept.append_at(1, &records[1]);
+    let kept = Bytes::from(kept.build(40).unwrap());
+    let (header, decoded) = decode_records(&kept, 1 << 20).unwrap();
+    assert_eq!(
+        (header.base_offset, header.last_offset()),
+        (40, 42),
+        "the span stays"
+    );
+    assert_eq!((header.producer_id, header.base_sequence), (5, 100));
+    assert_eq!(header.record_count, 1);
+    assert_eq!(
+        decoded,
+        vec![BatchRecord {
+            offset: 41,
+            record: records[1].clone()
+        }]
+    );
+}
+
+#[test]
 fn log_append_time_overrides_record_timestamps() {
     let mut batch = build(&java_records(), Compression::Gzip);
     set_log_append_time(&mut batch, 777);
