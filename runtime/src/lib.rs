@@ -2,9 +2,13 @@
 //! Kafka Streams, with a bundled broker that speaks the Apache Kafka wire protocol.
 //!
 //! This crate is what applications depend on. It re-exports the shared vocabulary of
-//! [`eddy_core`] and adds everything that does I/O: for now the [`embedded`] broker.
+//! [`eddy_core`] and adds everything that does I/O: so far the [`client`]'s connections, the
+//! [`embedded`] broker and the load generators of `eddy bench`.
 
 pub use eddy_core::{log, wire};
+
+pub mod bench;
+pub mod client;
 
 #[cfg(feature = "embedded")]
 pub mod embedded;

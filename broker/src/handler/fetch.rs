@@ -1,6 +1,7 @@
 //! Fetch: whole stored batches from each requested partition, up to the high watermark,
 //! within `max_bytes` (overall) and `partition_max_bytes`, waiting up to `max_wait_ms` for
-//! `min_bytes` to arrive.
+//! `min_bytes` to arrive. The batches are not read: the response names their file ranges and
+//! the connection sends them with `sendfile`.
 //!
 //! Fetch sessions (KIP-227) are not kept: every response has session id 0, which tells clients
 //! to keep sending full fetch requests.
@@ -11,14 +12,14 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::future::select_all;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::FetchRequest;
 use tokio::time::Instant;
 
 use super::errors::storage_code;
-use super::{ProtocolError, Reply, RequestContext};
+use super::fetch_response::{self, PartitionAnswer, Records, TopicAnswer};
+use super::{ProtocolError, Reply, RequestContext, Response};
 use crate::state::BrokerState;
-use crate::storage::{FetchedBatches, Partition, StorageError};
+use crate::storage::{Partition, StorageError};
 
 const READ_COMMITTED: i8 = 1;
 
@@ -35,7 +36,7 @@ pub(super) fn handle(
     ctx: RequestContext,
     request: FetchRequest,
 ) -> Result<Reply, ProtocolError> {
-    let topics: Vec<(TopicName, Vec<Wanted>)> = request
+    let topics: Vec<(Bytes, Vec<Wanted>)> = request
         .topics
         .into_iter()
         .map(|topic| {
@@ -50,7 +51,7 @@ pub(super) fn handle(
                     max_bytes: p.partition_max_bytes.max(0) as usize,
                 })
                 .collect();
-            (topic.topic, wanted)
+            (topic.topic.0.into_bytes(), wanted)
         })
         .collect();
     let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64);
@@ -67,9 +68,13 @@ pub(super) fn handle(
                 .flat_map(|(_, ps)| ps.iter())
                 .filter_map(|w| w.partition.as_ref().map(|p| p.watch_high_watermark()))
                 .collect();
-            let (responses, bytes, failed) = read(&topics, max_bytes, read_committed, ctx.version);
+            let (answers, bytes, failed) = locate(&topics, max_bytes, read_committed);
             if bytes >= min_bytes || failed || Instant::now() >= deadline {
-                return ctx.encode(&FetchResponse::default().with_responses(responses));
+                return Ok(Response::Parts(fetch_response::encode(
+                    ctx.correlation_id,
+                    ctx.version,
+                    &answers,
+                )));
             }
             if watchers.is_empty() {
                 tokio::time::sleep_until(deadline).await;
@@ -84,75 +89,69 @@ pub(super) fn handle(
     })))
 }
 
-/// Reads every wanted partition once. Returns the responses, the record bytes they hold and
-/// whether any partition failed (a failure is answered at once).
-fn read(
-    topics: &[(TopicName, Vec<Wanted>)],
+/// Finds every wanted partition's batches. Returns the answers, the record bytes they hold
+/// and whether any partition failed (a failure is answered at once).
+fn locate(
+    topics: &[(Bytes, Vec<Wanted>)],
     max_bytes: usize,
     read_committed: bool,
-    version: i16,
-) -> (Vec<FetchableTopicResponse>, usize, bool) {
+) -> (Vec<TopicAnswer>, usize, bool) {
     let mut total = 0usize;
     let mut failed = false;
-    let responses = topics
+    let answers = topics
         .iter()
-        .map(|(name, wanted)| {
-            let partitions = wanted
+        .map(|(name, wanted)| TopicAnswer {
+            name: name.clone(),
+            partitions: wanted
                 .iter()
                 .map(|w| {
-                    let data = PartitionData::default()
-                        .with_partition_index(w.index)
-                        .with_aborted_transactions(read_committed.then(Vec::new));
+                    let mut answer = PartitionAnswer {
+                        index: w.index,
+                        error_code: 0,
+                        high_watermark: -1,
+                        last_stable_offset: -1,
+                        log_start_offset: -1,
+                        aborted_transactions: read_committed.then(Vec::new),
+                        records: Records::Bytes(Bytes::new()),
+                    };
                     let Some(partition) = &w.partition else {
                         failed = true;
-                        return data
-                            .with_error_code(ResponseError::UnknownTopicOrPartition.code())
-                            .with_high_watermark(-1)
-                            .with_records(Some(Bytes::new()));
+                        answer.error_code = ResponseError::UnknownTopicOrPartition.code();
+                        return answer;
                     };
                     let room = max_bytes.saturating_sub(total).min(w.max_bytes);
-                    let result = if room == 0 {
+                    if room == 0 {
                         // The response is full: report the offsets only.
-                        Ok(FetchedBatches {
-                            records: Bytes::new(),
-                            high_watermark: partition.high_watermark(),
-                            log_start_offset: partition.log_start_offset(),
-                        })
-                    } else {
-                        partition.read(w.fetch_offset, room)
-                    };
-                    match result {
-                        Ok(mut fetched) => {
+                        answer.high_watermark = partition.high_watermark();
+                        answer.last_stable_offset = answer.high_watermark;
+                        answer.log_start_offset = partition.log_start_offset();
+                        return answer;
+                    }
+                    match partition.locate(w.fetch_offset, room) {
+                        Ok(located) => {
+                            answer.high_watermark = located.high_watermark;
+                            answer.last_stable_offset = located.high_watermark;
+                            answer.log_start_offset = located.log_start_offset;
                             // Only the first data of a response may exceed the limits (KIP-74).
-                            if total > 0 && fetched.records.len() > room {
-                                fetched.records = Bytes::new();
+                            if let Some(range) = located.range {
+                                if total == 0 || range.len as usize <= room {
+                                    total += range.len as usize;
+                                    answer.records = Records::File(range);
+                                }
                             }
-                            total += fetched.records.len();
-                            let mut data = data
-                                .with_high_watermark(fetched.high_watermark)
-                                .with_last_stable_offset(fetched.high_watermark)
-                                .with_records(Some(fetched.records));
-                            if version >= 5 {
-                                data = data.with_log_start_offset(fetched.log_start_offset);
-                            }
-                            data
                         }
                         Err(e) => {
                             failed = true;
                             if !matches!(e, StorageError::OffsetOutOfRange { .. }) {
                                 tracing::warn!(partition = %partition.topic_partition(), error = %e, "fetch failed");
                             }
-                            data.with_error_code(storage_code(&e))
-                                .with_high_watermark(-1)
-                                .with_records(Some(Bytes::new()))
+                            answer.error_code = storage_code(&e);
                         }
                     }
+                    answer
                 })
-                .collect();
-            FetchableTopicResponse::default()
-                .with_topic(name.clone())
-                .with_partitions(partitions)
+                .collect(),
         })
         .collect();
-    (responses, total, failed)
+    (answers, total, failed)
 }

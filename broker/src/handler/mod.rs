@@ -10,6 +10,7 @@ mod api_versions;
 mod configs;
 mod errors;
 mod fetch;
+mod fetch_response;
 mod list_offsets;
 mod metadata;
 mod produce;
@@ -25,15 +26,25 @@ use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 use crate::state::BrokerState;
 
 pub(crate) use api_versions::supported_versions;
+pub(crate) use fetch_response::Part;
 
 /// What a request is answered with.
 pub(crate) enum Reply {
     /// The encoded response, ready now.
     Ready(Bytes),
-    /// The encoded response, once the future completes.
-    Later(BoxFuture<'static, Result<Bytes, ProtocolError>>),
+    /// The response, once the future completes.
+    Later(BoxFuture<'static, Result<Response, ProtocolError>>),
     /// No response at all (a produce with acks=0).
     Nothing,
+}
+
+/// A response frame, whole or in parts.
+pub(crate) enum Response {
+    /// The whole encoded frame.
+    Frame(Bytes),
+    /// Encoded pieces and file ranges, written one after the other (a fetch's batches go
+    /// from the page cache to the socket).
+    Parts(Vec<Part>),
 }
 
 /// Why a connection must be closed: the peer sent something that is not a request we can

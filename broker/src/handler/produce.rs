@@ -11,7 +11,7 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::errors::storage_code;
-use super::{ProtocolError, Reply, RequestContext};
+use super::{ProtocolError, Reply, RequestContext, Response};
 use crate::state::{now_ms, BrokerState};
 use crate::storage::Partition;
 
@@ -131,5 +131,6 @@ pub(super) fn handle(
             );
         }
         ctx.encode(&ProduceResponse::default().with_responses(responses))
+            .map(Response::Frame)
     })))
 }

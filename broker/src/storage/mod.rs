@@ -52,7 +52,8 @@ pub use config::LogConfig;
 pub use error::StorageError;
 pub(crate) use index::write_synced;
 pub use log::AppendInfo;
-pub use partition::{FetchedBatches, Partition};
+pub use partition::{FetchedBatches, LocatedBatches, Partition};
+pub use read::FileRange;
 
 /// Every partition log of the broker, under one data directory.
 #[derive(Debug)]

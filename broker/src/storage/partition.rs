@@ -21,6 +21,7 @@ use tokio::sync::watch;
 use super::compaction::{self, CompactionStats};
 use super::config::LogConfig;
 use super::log::{AppendInfo, Log};
+use super::read::FileRange;
 use super::StorageError;
 
 /// One partition's log, shared by every connection.
@@ -38,6 +39,17 @@ pub struct Partition {
 pub struct FetchedBatches {
     /// Whole record batches, as stored.
     pub records: bytes::Bytes,
+    /// The high watermark when the read was planned.
+    pub high_watermark: Offset,
+    /// The log start offset when the read was planned.
+    pub log_start_offset: Offset,
+}
+
+/// Where a read's batches are, and the offsets a fetch reports with them.
+#[derive(Debug, Clone)]
+pub struct LocatedBatches {
+    /// The whole batches to send, or `None` when there is nothing to read.
+    pub range: Option<FileRange>,
     /// The high watermark when the read was planned.
     pub high_watermark: Offset,
     /// The log start offset when the read was planned.
@@ -175,8 +187,27 @@ impl Partition {
     }
 
     /// Whole batches from the one holding `offset`, up to about `max_bytes` (at least one
-    /// batch), all below the high watermark.
+    /// batch), all below the high watermark, read into memory.
     pub fn read(&self, offset: Offset, max_bytes: usize) -> Result<FetchedBatches, StorageError> {
+        let located = self.locate(offset, max_bytes)?;
+        let records = match &located.range {
+            Some(range) => {
+                let mut buf = bytes::BytesMut::zeroed(range.len as usize);
+                std::os::unix::fs::FileExt::read_exact_at(&*range.file, &mut buf, range.position)?;
+                buf.freeze()
+            }
+            None => bytes::Bytes::new(),
+        };
+        Ok(FetchedBatches {
+            records,
+            high_watermark: located.high_watermark,
+            log_start_offset: located.log_start_offset,
+        })
+    }
+
+    /// Where the batches [`Self::read`] would return are, without reading them: the file
+    /// range can be sent to a socket as it is.
+    pub fn locate(&self, offset: Offset, max_bytes: usize) -> Result<LocatedBatches, StorageError> {
         self.check_live()?;
         let high_watermark = self.high_watermark();
         let mut offset = offset;
@@ -188,13 +219,13 @@ impl Partition {
                     log.log_start_offset(),
                 )
             };
-            let records = match plan {
-                Some(plan) => plan.read(max_bytes)?.bytes,
-                None => bytes::Bytes::new(),
+            let range = match plan {
+                Some(plan) => plan.locate(max_bytes)?,
+                None => None,
             };
             // A segment with nothing at or after `offset` (its tail was compacted away): go on
             // with the next segment, if that holds visible records.
-            if records.is_empty() {
+            if range.is_none() {
                 if let Some(next) = self.lock().next_segment_base(offset) {
                     if next < high_watermark {
                         offset = next;
@@ -202,8 +233,8 @@ impl Partition {
                     }
                 }
             }
-            return Ok(FetchedBatches {
-                records,
+            return Ok(LocatedBatches {
+                range,
                 high_watermark,
                 log_start_offset,
             });

@@ -8,7 +8,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use eddy_core::log::{Offset, Timestamp};
 use eddy_core::wire::batch::{decode_records, BatchHeader, HEADER_LEN};
 
@@ -26,41 +26,48 @@ pub(crate) struct ReadPlan {
     pub(crate) upper_bound: Offset,
 }
 
-/// Batches read from a segment.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct ReadBatches {
-    /// Whole batches: the first holds `offset` (or is the first after it), the last ends
-    /// below the upper bound. Empty if the segment has nothing at or after `offset`.
-    pub(crate) bytes: Bytes,
+/// A range of a segment file holding whole batches, to be sent as it is.
+#[derive(Debug, Clone)]
+pub struct FileRange {
+    /// The segment file (kept open: a deleted segment stays readable through it).
+    pub file: Arc<File>,
+    /// Where the first batch starts.
+    pub position: u64,
+    /// Bytes of whole batches from there.
+    pub len: u64,
 }
 
 impl ReadPlan {
-    /// Reads whole batches from the first one holding an offset at or after `offset`, up to
-    /// `max_bytes` — but always the whole first batch, however large, so a consumer can make
-    /// progress (KIP-74).
-    pub(crate) fn read(&self, max_bytes: usize) -> io::Result<ReadBatches> {
-        let Some((position, first)) = self.find_first_batch()? else {
-            return Ok(ReadBatches::default());
+    /// The range of whole batches from the first one holding an offset at or after `offset`,
+    /// up to `max_bytes` — but always the whole first batch, however large, so a consumer can
+    /// make progress (KIP-74) — and all below the upper bound. Only batch headers are read.
+    pub(crate) fn locate(&self, max_bytes: usize) -> io::Result<Option<FileRange>> {
+        let Some((start, first)) = self.find_first_batch()? else {
+            return Ok(None);
         };
-        let available = (self.end_position - position) as usize;
-        let len = available.min(max_bytes.max(first.size()));
-        let mut buf = BytesMut::zeroed(len);
-        self.file.read_exact_at(&mut buf, position)?;
-        // Keep the whole batches below the upper bound.
-        let mut keep = 0;
-        while keep + HEADER_LEN <= buf.len() {
-            let Ok(header) = BatchHeader::parse(&buf[keep..]) else {
-                break;
-            };
-            if keep + header.size() > buf.len() || header.last_offset() >= self.upper_bound {
+        let mut end = start + first.size() as u64;
+        if end > self.end_position || first.last_offset() >= self.upper_bound {
+            return Ok(None);
+        }
+        let mut header_bytes = [0u8; HEADER_LEN];
+        while end + HEADER_LEN as u64 <= self.end_position {
+            self.file.read_exact_at(&mut header_bytes, end)?;
+            let header = BatchHeader::parse(&header_bytes)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            let next_end = end + header.size() as u64;
+            if next_end > self.end_position
+                || next_end - start > max_bytes as u64
+                || header.last_offset() >= self.upper_bound
+            {
                 break;
             }
-            keep += header.size();
+            end = next_end;
         }
-        buf.truncate(keep);
-        Ok(ReadBatches {
-            bytes: buf.freeze(),
-        })
+        Ok(Some(FileRange {
+            file: Arc::clone(&self.file),
+            position: start,
+            len: end - start,
+        }))
     }
 
     /// The position and header of the first batch whose last offset is at or after `offset`

@@ -1,13 +1,17 @@
 //! The `eddy` command-line tool.
 //!
-//! `eddy broker --data-dir DIR --listen 127.0.0.1:9092` runs the bundled broker in the
-//! foreground until SIGINT or SIGTERM, then shuts it down cleanly.
+//! - `eddy broker --data-dir DIR --listen 127.0.0.1:9092` runs the bundled broker in the
+//!   foreground until SIGINT or SIGTERM, then shuts it down cleanly.
+//! - `eddy bench produce|consume --bootstrap HOST:PORT …` measures a broker's throughput and
+//!   prints one JSON line of figures.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use eddy::bench;
+use eddy::wire::compression::Compression;
 use eddy_broker::Broker;
 use tracing_subscriber::EnvFilter;
 
@@ -26,6 +30,45 @@ struct Cli {
 enum Command {
     /// Run the bundled broker in the foreground.
     Broker(BrokerArgs),
+    /// Measure a broker's produce or consume throughput.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Send records (no key, fixed-size values) and wait for every acknowledgement.
+    Produce(BenchArgs),
+    /// Read a topic's partitions from the start until the given number of records arrived.
+    Consume(BenchArgs),
+}
+
+#[derive(clap::Args)]
+struct BenchArgs {
+    /// The broker, as host:port.
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    bootstrap: String,
+    /// The topic (created if it does not exist).
+    #[arg(long, default_value = "eddy-bench")]
+    topic: String,
+    /// Partitions of the topic.
+    #[arg(long, default_value_t = 6)]
+    partitions: i32,
+    /// Records in all.
+    #[arg(long, default_value_t = 5_000_000)]
+    records: u64,
+    /// Bytes per record value.
+    #[arg(long, default_value_t = 100)]
+    record_size: usize,
+    /// Records per batch (produce).
+    #[arg(long, default_value_t = 2000)]
+    batch_records: usize,
+    /// Produce requests under way at once.
+    #[arg(long, default_value_t = 8)]
+    in_flight: usize,
+    /// A label for the output line.
+    #[arg(long, default_value = "broker")]
+    label: String,
 }
 
 #[derive(clap::Args)]
@@ -72,6 +115,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Broker(args) => run_broker(args).await,
+            Command::Bench(command) => run_bench(command).await,
         }
     });
     match result {
@@ -98,6 +142,48 @@ async fn run_broker(args: BrokerArgs) -> std::io::Result<()> {
     tracing::info!("shutting down");
     broker.shutdown().await?;
     tracing::info!("stopped cleanly");
+    Ok(())
+}
+
+async fn run_bench(command: BenchCommand) -> std::io::Result<()> {
+    let (test, result) = match command {
+        BenchCommand::Produce(args) => {
+            let load = bench::ProduceLoad {
+                topic: args.topic.clone(),
+                partitions: args.partitions,
+                records: args.records,
+                record_size: args.record_size,
+                batch_records: args.batch_records,
+                in_flight: args.in_flight,
+                acks: -1,
+                compression: Compression::None,
+            };
+            (
+                "produce",
+                (args.label, bench::produce(&args.bootstrap, &load).await),
+            )
+        }
+        BenchCommand::Consume(args) => {
+            let result = bench::consume(
+                &args.bootstrap,
+                &args.topic,
+                args.partitions,
+                args.records,
+                args.record_size,
+            )
+            .await;
+            ("consume", (args.label, result))
+        }
+    };
+    let (label, result) = result;
+    let figures = result.map_err(std::io::Error::other)?;
+    println!(
+        "{{\"broker\":\"{label}\",\"test\":\"{test}\",\"records\":{},\"seconds\":{:.3},\"records_per_sec\":{:.0},\"mb_per_sec\":{:.1}}}",
+        figures.records,
+        figures.elapsed.as_secs_f64(),
+        figures.records_per_sec(),
+        figures.mb_per_sec()
+    );
     Ok(())
 }
 

@@ -1,0 +1,33 @@
+//! eddy's Kafka client: what the runtime uses to reach any broker — the embedded one, an
+//! `eddy broker`, Apache Kafka or Redpanda — through the wire protocol only.
+//!
+//! So far it holds the foundation: a [`Connection`] that pipelines typed requests over one
+//! TCP connection and matches responses by correlation id.
+
+mod connection;
+
+pub use connection::Connection;
+
+/// What can go wrong talking to a broker.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The socket failed or the broker closed the connection.
+    #[error("connection to {addr} failed: {source}")]
+    Io {
+        /// The broker's address.
+        addr: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The broker closed the connection before answering.
+    #[error("the connection to {0} closed before the response arrived")]
+    Closed(String),
+    /// A request could not be encoded or a response decoded.
+    #[error("protocol error with {addr}: {reason}")]
+    Protocol {
+        /// The broker's address.
+        addr: String,
+        /// What the codec reported.
+        reason: String,
+    },
+}
