@@ -8,6 +8,9 @@ mod connection;
 
 pub use connection::Connection;
 
+/// The Kafka protocol's message types, for requests sent through a [`Connection`].
+pub use kafka_protocol as protocol;
+
 /// What can go wrong talking to a broker.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {

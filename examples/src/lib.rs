@@ -1,0 +1,2 @@
+//! Examples of eddy live in `examples/`; run one from the workspace root with
+//! `cargo run --example NAME`.
