@@ -39,6 +39,27 @@ impl WireConnection {
         version: i16,
         request: &R,
     ) -> io::Result<R::Response> {
+        let correlation_id = self.write_request(version, request).await?;
+        let mut response = self.read_frame().await?;
+        let header = ResponseHeader::decode(&mut response, R::Response::header_version(version))
+            .map_err(io::Error::other)?;
+        assert_eq!(
+            header.correlation_id, correlation_id,
+            "responses out of order"
+        );
+        R::Response::decode(&mut response, version).map_err(io::Error::other)
+    }
+
+    /// Sends a request the broker does not answer (a produce with acks=0).
+    pub async fn request_without_response<R: Request>(
+        &mut self,
+        version: i16,
+        request: &R,
+    ) -> io::Result<()> {
+        self.write_request(version, request).await.map(|_| ())
+    }
+
+    async fn write_request<R: Request>(&mut self, version: i16, request: &R) -> io::Result<i32> {
         let correlation_id = self.next_correlation_id;
         self.next_correlation_id += 1;
         let api = ApiKey::try_from(R::KEY).expect("a known API key");
@@ -58,14 +79,7 @@ impl WireConnection {
         frame.put_i32(body.len() as i32);
         frame.extend_from_slice(&body);
         self.stream.write_all(&frame).await?;
-        let mut response = self.read_frame().await?;
-        let header = ResponseHeader::decode(&mut response, R::Response::header_version(version))
-            .map_err(io::Error::other)?;
-        assert_eq!(
-            header.correlation_id, correlation_id,
-            "responses out of order"
-        );
-        R::Response::decode(&mut response, version).map_err(io::Error::other)
+        Ok(correlation_id)
     }
 
     /// Reads one response frame (without its size).

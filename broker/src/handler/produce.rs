@@ -104,6 +104,16 @@ pub(super) fn handle(
         topics.push((topic.name, partitions));
     }
     if acks == 0 {
+        // Nobody waits, but the records must still become durable, and so visible.
+        for (_, partitions) in topics {
+            for (partition, last_offset) in partitions.into_iter().filter_map(|p| p.wait_for) {
+                tokio::spawn(async move {
+                    if let Err(e) = partition.wait_durable(last_offset).await {
+                        tracing::error!(partition = %partition.topic_partition(), error = %e, "fsync failed");
+                    }
+                });
+            }
+        }
         return Ok(Reply::Nothing);
     }
     Ok(Reply::Later(Box::pin(async move {

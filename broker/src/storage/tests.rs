@@ -551,3 +551,28 @@ proptest::proptest! {
         proptest::prop_assert_eq!(latest, model);
     }
 }
+
+#[tokio::test]
+async fn segments_roll_by_age_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_ms: 1_000,
+        ..LogConfig::default()
+    };
+    let partition = Partition::open(tp(), dir.path(), config, 0).unwrap();
+    partition.append(&batch(0, 2, 0), 10).unwrap();
+    partition.append(&batch(2, 2, 0), 999).unwrap();
+    assert_eq!(
+        partition.active_segment_base(),
+        0,
+        "younger than segment.ms: no roll"
+    );
+    let info = partition.append(&batch(4, 2, 0), 1_000).unwrap();
+    assert_eq!(
+        partition.active_segment_base(),
+        4,
+        "as old as segment.ms: a new segment"
+    );
+    partition.wait_durable(info.last_offset).await.unwrap();
+    assert_eq!(read_all(&partition, 0), values(0..6));
+}
