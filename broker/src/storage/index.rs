@@ -159,7 +159,9 @@ impl TimeIndex {
 /// Writes a file through a temporary name and renames it into place once it is on disk, so
 /// a crash leaves either the old file or the new one.
 pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    let tmp = path.with_file_name(name);
     let mut file = fs::File::create(&tmp)?;
     file.write_all(bytes)?;
     file.sync_data()?;

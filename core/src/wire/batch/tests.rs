@@ -1,3 +1,5 @@
+//! RecordBatch v2 against the Java client's bytes, round trips for every codec, and damage.
+
 use super::*;
 use proptest::prelude::*;
 
