@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::group::GroupConfig;
 use crate::storage::LogConfig;
 
 /// How a broker runs. Build one with [`crate::Broker::builder`].
@@ -36,6 +37,11 @@ pub struct BrokerConfig {
     pub cleaner_backoff: Duration,
     /// The log settings of topics that do not override them.
     pub log: LogConfig,
+    /// Partitions of `__consumer_offsets` when the broker creates it
+    /// (`offsets.topic.num.partitions`, defaults to 50).
+    pub offsets_topic_partitions: i32,
+    /// The group coordinator's settings.
+    pub groups: GroupConfig,
 }
 
 impl Default for BrokerConfig {
@@ -52,6 +58,8 @@ impl Default for BrokerConfig {
             retention_check_interval: Duration::from_secs(300),
             cleaner_backoff: Duration::from_secs(15),
             log: LogConfig::default(),
+            offsets_topic_partitions: 50,
+            groups: GroupConfig::default(),
         }
     }
 }

@@ -15,10 +15,12 @@
 //!
 //! A request travels `server` (listener, connections, framing) → `handler` (one module per
 //! API family, translating requests into calls on the domain and errors into Kafka error
-//! codes) → the domain: [`storage`] (partition logs) and [`metadata`] (topics and their
-//! configurations). Handlers never touch files; storage never sees a request.
+//! codes) → the domain: [`storage`] (partition logs), [`metadata`] (topics and their
+//! configurations) and [`group`] (consumer groups and offsets). Handlers never touch files;
+//! storage never sees a request.
 
 mod config;
+pub mod group;
 mod handler;
 mod maintenance;
 pub mod metadata;
@@ -186,7 +188,8 @@ impl BrokerBuilder {
         let (shutdown, stop) = watch::channel(false);
         let tasks = vec![
             tokio::spawn(server::serve(listener, Arc::clone(&state), stop.clone())),
-            tokio::spawn(maintenance::run(Arc::clone(&state), stop)),
+            tokio::spawn(maintenance::run(Arc::clone(&state), stop.clone())),
+            tokio::spawn(Arc::clone(&state.groups).run_timers(stop)),
         ];
         Ok(Broker {
             local_addr,

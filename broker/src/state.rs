@@ -8,6 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use eddy_core::log::TopicPartition;
 
 use crate::config::BrokerConfig;
+use crate::group::{GroupCoordinator, OFFSETS_TOPIC};
 use crate::metadata::{configs, Metadata, MetadataError, Topic};
 use crate::storage::{LogConfig, LogStore, Partition};
 
@@ -17,6 +18,7 @@ pub(crate) struct BrokerState {
     pub(crate) config: BrokerConfig,
     pub(crate) metadata: Metadata,
     pub(crate) logs: LogStore,
+    pub(crate) groups: Arc<GroupCoordinator>,
     pub(crate) cluster_id: String,
     /// Host and port clients are told to use.
     pub(crate) advertised: (String, u16),
@@ -37,26 +39,29 @@ impl BrokerState {
         let metadata = Metadata::load(&config.data_dir)?;
         let logs = LogStore::new(&config.data_dir)?;
         let cluster_id = cluster_id(&config.data_dir)?;
-        let state = Self {
-            config,
-            metadata,
-            logs,
-            cluster_id,
-            advertised,
-        };
         let now = now_ms();
-        let topics = state.metadata.topics();
+        if metadata.topic(OFFSETS_TOPIC).is_none() {
+            let configs = BTreeMap::from([
+                ("cleanup.policy".to_string(), "compact".to_string()),
+                ("segment.bytes".to_string(), "104857600".to_string()),
+            ]);
+            metadata
+                .create_topic(
+                    OFFSETS_TOPIC,
+                    config.offsets_topic_partitions,
+                    configs,
+                    false,
+                )
+                .map_err(|e| io::Error::other(e.to_string()))?;
+        }
+        let topics = metadata.topics();
         for topic in &topics {
-            let log_config = state.log_config(topic);
+            let log_config = configs::log_config(&config.log, &topic.configs);
             for p in 0..topic.partitions {
-                state.logs.open_partition(
-                    TopicPartition::new(&topic.name, p),
-                    log_config.clone(),
-                    now,
-                )?;
+                logs.open_partition(TopicPartition::new(&topic.name, p), log_config.clone(), now)?;
             }
         }
-        state.logs.remove_unknown_partitions(|dir| {
+        logs.remove_unknown_partitions(|dir| {
             dir.rsplit_once('-').is_some_and(|(name, p)| {
                 let p: i32 = p.parse().unwrap_or(-1);
                 topics
@@ -64,6 +69,20 @@ impl BrokerState {
                     .any(|t| t.name == name && (0..t.partitions).contains(&p))
             })
         })?;
+        let offsets_partitions = metadata.topic(OFFSETS_TOPIC).map_or(0, |t| t.partitions);
+        let offsets_log = (0..offsets_partitions)
+            .filter_map(|p| logs.get(&TopicPartition::new(OFFSETS_TOPIC, p)))
+            .collect();
+        let groups = GroupCoordinator::open(config.groups.clone(), offsets_log)
+            .map_err(|e| io::Error::other(format!("cannot replay {OFFSETS_TOPIC}: {e}")))?;
+        let state = Self {
+            config,
+            metadata,
+            logs,
+            groups: Arc::new(groups),
+            cluster_id,
+            advertised,
+        };
         Ok(state)
     }
 

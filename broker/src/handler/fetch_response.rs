@@ -263,6 +263,8 @@ mod tests {
                 api: kafka_protocol::messages::ApiKey::Fetch,
                 version,
                 correlation_id,
+                client_id: None,
+                peer: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
             };
             let expected = ctx.encode(&response).unwrap();
             prop_assert_eq!(flatten(&encode(correlation_id, version, &answers)), expected.to_vec());

@@ -11,8 +11,10 @@ mod configs;
 mod errors;
 mod fetch;
 mod fetch_response;
+mod group;
 mod list_offsets;
 mod metadata;
+mod offsets;
 mod produce;
 mod topics;
 
@@ -93,6 +95,10 @@ pub(crate) struct RequestContext {
     pub(crate) api: ApiKey,
     pub(crate) version: i16,
     pub(crate) correlation_id: i32,
+    /// The client's `client.id` (a slice of the request, not a copy).
+    pub(crate) client_id: Option<kafka_protocol::protocol::StrBytes>,
+    /// The client's address.
+    pub(crate) peer: std::net::SocketAddr,
 }
 
 impl RequestContext {
@@ -117,6 +123,18 @@ impl RequestContext {
         Ok(buf.freeze())
     }
 
+    /// A reply that comes when `response` is ready.
+    pub(crate) fn later<R, F>(self, response: F) -> Result<Reply, ProtocolError>
+    where
+        R: Encodable + HeaderVersion,
+        F: std::future::Future<Output = R> + Send + 'static,
+    {
+        Ok(Reply::Later(Box::pin(async move {
+            let response = response.await;
+            self.encode(&response).map(Response::Frame)
+        })))
+    }
+
     /// A reply that is ready now.
     pub(crate) fn reply<R: Encodable + HeaderVersion>(
         &self,
@@ -135,7 +153,11 @@ fn decode<R: Decodable>(ctx: &RequestContext, body: &mut Bytes) -> Result<R, Pro
 }
 
 /// Decodes one request frame (without its length prefix) and starts answering it.
-pub(crate) fn handle(state: &Arc<BrokerState>, mut frame: Bytes) -> Result<Reply, ProtocolError> {
+pub(crate) fn handle(
+    state: &Arc<BrokerState>,
+    mut frame: Bytes,
+    peer: std::net::SocketAddr,
+) -> Result<Reply, ProtocolError> {
     if frame.len() < 8 {
         return Err(ProtocolError::ShortFrame(frame.len()));
     }
@@ -155,6 +177,8 @@ pub(crate) fn handle(state: &Arc<BrokerState>, mut frame: Bytes) -> Result<Reply
         api,
         version,
         correlation_id: header.correlation_id,
+        client_id: header.client_id,
+        peer,
     };
     if !(supported.0..=supported.1).contains(&version) {
         if api == ApiKey::ApiVersions {
@@ -174,6 +198,17 @@ pub(crate) fn handle(state: &Arc<BrokerState>, mut frame: Bytes) -> Result<Reply
         ApiKey::Produce => produce::handle(state, ctx.clone(), decode(&ctx, body)?),
         ApiKey::Fetch => fetch::handle(state, ctx.clone(), decode(&ctx, body)?),
         ApiKey::ListOffsets => list_offsets::handle(state, &ctx, decode(&ctx, body)?),
+        ApiKey::FindCoordinator => group::find_coordinator(state, &ctx, decode(&ctx, body)?),
+        ApiKey::JoinGroup => group::join(state, ctx.clone(), decode(&ctx, body)?),
+        ApiKey::SyncGroup => group::sync(state, ctx.clone(), decode(&ctx, body)?),
+        ApiKey::Heartbeat => group::heartbeat(state, &ctx, decode(&ctx, body)?),
+        ApiKey::LeaveGroup => group::leave(state, ctx.clone(), decode(&ctx, body)?),
+        ApiKey::DescribeGroups => group::describe(state, &ctx, decode(&ctx, body)?),
+        ApiKey::ListGroups => group::list(state, &ctx, decode(&ctx, body)?),
+        ApiKey::DeleteGroups => group::delete(state, ctx.clone(), decode(&ctx, body)?),
+        ApiKey::OffsetCommit => offsets::commit(state, ctx.clone(), decode(&ctx, body)?),
+        ApiKey::OffsetFetch => offsets::fetch(state, &ctx, decode(&ctx, body)?),
+        ApiKey::OffsetDelete => offsets::delete(state, ctx.clone(), decode(&ctx, body)?),
         _ => Err(ProtocolError::UnknownApi(api_key)),
     }?;
     if body.has_remaining() {

@@ -22,6 +22,10 @@ fn state(dir: &std::path::Path) -> Arc<BrokerState> {
     Arc::new(state)
 }
 
+fn peer() -> std::net::SocketAddr {
+    std::net::SocketAddr::from(([127, 0, 0, 1], 5555))
+}
+
 const SERVED: &[ApiKey] = &[
     ApiKey::Produce,
     ApiKey::Fetch,
@@ -32,6 +36,17 @@ const SERVED: &[ApiKey] = &[
     ApiKey::DeleteTopics,
     ApiKey::DescribeConfigs,
     ApiKey::CreatePartitions,
+    ApiKey::FindCoordinator,
+    ApiKey::JoinGroup,
+    ApiKey::SyncGroup,
+    ApiKey::Heartbeat,
+    ApiKey::LeaveGroup,
+    ApiKey::OffsetCommit,
+    ApiKey::OffsetFetch,
+    ApiKey::DescribeGroups,
+    ApiKey::ListGroups,
+    ApiKey::DeleteGroups,
+    ApiKey::OffsetDelete,
 ];
 
 fn frame(api: ApiKey, version: i16, rest: &[u8]) -> Bytes {
@@ -52,7 +67,7 @@ fn every_served_version_is_advertised_and_decodes_an_empty_request_safely() {
         assert!(min <= max);
         for version in min..=max {
             // A client id of -1 and nothing else: most requests are then truncated.
-            let _ = handle(&state, frame(api, version, &[0xff, 0xff]));
+            let _ = handle(&state, frame(api, version, &[0xff, 0xff]), peer());
         }
     }
 }
@@ -74,7 +89,7 @@ fn random_bodies_never_panic() {
         .run(&strategy, |(api, version_pick, body)| {
             let (min, max) = supported_versions(api).unwrap();
             let version = min + (version_pick as i16 % (max - min + 1));
-            let _ = handle(&state, frame(api, version, &body));
+            let _ = handle(&state, frame(api, version, &body), peer());
             Ok(())
         })
         .unwrap();

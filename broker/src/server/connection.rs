@@ -39,7 +39,7 @@ pub(super) async fn run(stream: TcpStream, peer: SocketAddr, state: Arc<BrokerSt
                 break;
             }
         };
-        let outgoing = match handler::handle(&state, frame) {
+        let outgoing = match handler::handle(&state, frame, peer) {
             Ok(Reply::Ready(bytes)) => Outgoing::Ready(bytes),
             Ok(Reply::Later(future)) => Outgoing::Pending(tokio::spawn(future)),
             Ok(Reply::Nothing) => continue,

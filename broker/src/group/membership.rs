@@ -1,0 +1,709 @@
+//! One consumer group under Kafka's classic protocol: members join (JoinGroup), the leader's
+//! assignment is handed out (SyncGroup), members prove they are alive (Heartbeat) and leave
+//! (LeaveGroup or an expired session). The broker never looks inside subscriptions or
+//! assignments: the assignor runs in the leader's client, so every assignor works.
+//!
+//! ```text
+//! Empty ──join──▶ PreparingRebalance ──all rejoined / rebalance timeout──▶ CompletingRebalance
+//!   ▲                 ▲                                                          │
+//!   └─last leaves─────┴──────join, leave, expiry───── Stable ◀──leader's sync────┘
+//! ```
+//!
+//! Replies that must wait for other members travel through oneshot channels held by the
+//! members; everything here runs under the coordinator's lock and does no I/O.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use tokio::sync::oneshot;
+
+use super::records::{GroupValue, StoredMember};
+
+/// A group's state, named as Kafka names it in DescribeGroups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GroupState {
+    Empty,
+    PreparingRebalance,
+    CompletingRebalance,
+    Stable,
+    Dead,
+}
+
+impl GroupState {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            GroupState::Empty => "Empty",
+            GroupState::PreparingRebalance => "PreparingRebalance",
+            GroupState::CompletingRebalance => "CompletingRebalance",
+            GroupState::Stable => "Stable",
+            GroupState::Dead => "Dead",
+        }
+    }
+}
+
+/// What a JoinGroup is answered with.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct JoinResult {
+    pub(crate) error_code: i16,
+    pub(crate) generation: i32,
+    pub(crate) protocol_type: Option<String>,
+    pub(crate) protocol: Option<String>,
+    pub(crate) leader: String,
+    pub(crate) member_id: String,
+    /// For the leader only: (member id, instance id, metadata for the chosen protocol).
+    pub(crate) members: Vec<(String, Option<String>, Bytes)>,
+}
+
+impl JoinResult {
+    /// A join refused with `code`.
+    pub(crate) fn error(code: i16, member_id: &str) -> Self {
+        Self {
+            error_code: code,
+            generation: -1,
+            member_id: member_id.to_string(),
+            ..Self::default()
+        }
+    }
+}
+
+/// What a SyncGroup is answered with: an error code and the member's assignment.
+pub(crate) type SyncResult = (i16, Bytes);
+
+/// A JoinGroup as the group sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct JoinRequest {
+    pub(crate) member_id: String,
+    pub(crate) group_instance_id: Option<String>,
+    pub(crate) client_id: String,
+    pub(crate) client_host: String,
+    pub(crate) session_timeout: Duration,
+    pub(crate) rebalance_timeout: Duration,
+    pub(crate) protocol_type: String,
+    pub(crate) protocols: Vec<(String, Bytes)>,
+    /// JoinGroup v4+: a new member first gets its id with MEMBER_ID_REQUIRED.
+    pub(crate) require_known_member_id: bool,
+}
+
+/// A reply now, or a channel on which it will come.
+pub(crate) enum Pending<T> {
+    Now(T),
+    Later(oneshot::Receiver<T>),
+}
+
+#[derive(Debug)]
+pub(crate) struct Member {
+    pub(crate) member_id: String,
+    pub(crate) group_instance_id: Option<String>,
+    pub(crate) client_id: String,
+    pub(crate) client_host: String,
+    pub(crate) session_timeout: Duration,
+    pub(crate) rebalance_timeout: Duration,
+    pub(crate) protocols: Vec<(String, Bytes)>,
+    pub(crate) assignment: Bytes,
+    join_waiter: Option<oneshot::Sender<JoinResult>>,
+    sync_waiter: Option<oneshot::Sender<SyncResult>>,
+    session_deadline: Instant,
+}
+
+impl Member {
+    /// The member's metadata for `protocol`.
+    pub(crate) fn metadata(&self, protocol: &str) -> Bytes {
+        self.protocols
+            .iter()
+            .find(|(name, _)| name == protocol)
+            .map(|(_, m)| m.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// A consumer group.
+#[derive(Debug)]
+pub(crate) struct Group {
+    pub(crate) id: String,
+    pub(crate) state: GroupState,
+    pub(crate) protocol_type: Option<String>,
+    pub(crate) protocol: Option<String>,
+    pub(crate) generation: i32,
+    pub(crate) leader: Option<String>,
+    /// Members in the order they joined (the first is leader by default).
+    pub(crate) members: Vec<Member>,
+    /// Members told their id with MEMBER_ID_REQUIRED, until they join with it.
+    pending_members: HashMap<String, Instant>,
+    rebalance_deadline: Option<Instant>,
+    /// Wall-clock time of the last state change (stored with the group).
+    pub(crate) state_timestamp: i64,
+}
+
+/// Whether a call changed what must be stored about the group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Changed {
+    No,
+    /// The group's metadata changed: store it.
+    Store,
+}
+
+impl Group {
+    pub(crate) fn new(id: &str) -> Self {
+        Self {
+            id: id.to_string(),
+            state: GroupState::Empty,
+            protocol_type: None,
+            protocol: None,
+            generation: 0,
+            leader: None,
+            members: Vec::new(),
+            pending_members: HashMap::new(),
+            rebalance_deadline: None,
+            state_timestamp: 0,
+        }
+    }
+
+    /// The group as replayed from `__consumer_offsets`: empty, at its stored generation.
+    pub(crate) fn restored(id: &str, stored: &GroupValue) -> Self {
+        let mut group = Self::new(id);
+        group.protocol_type = Some(stored.protocol_type.clone());
+        group.generation = stored.generation;
+        group.state_timestamp = stored.state_timestamp;
+        group
+    }
+
+    fn member(&self, member_id: &str) -> Option<&Member> {
+        self.members.iter().find(|m| m.member_id == member_id)
+    }
+
+    fn member_mut(&mut self, member_id: &str) -> Option<&mut Member> {
+        self.members.iter_mut().find(|m| m.member_id == member_id)
+    }
+
+    fn static_member(&self, instance_id: &str) -> Option<&Member> {
+        self.members
+            .iter()
+            .find(|m| m.group_instance_id.as_deref() == Some(instance_id))
+    }
+
+    /// The record to store for the group's current metadata.
+    pub(crate) fn stored(&self) -> GroupValue {
+        GroupValue {
+            protocol_type: self.protocol_type.clone().unwrap_or_default(),
+            generation: self.generation,
+            protocol: self.protocol.clone(),
+            leader: self.leader.clone(),
+            state_timestamp: self.state_timestamp,
+            members: self
+                .members
+                .iter()
+                .map(|m| StoredMember {
+                    member_id: m.member_id.clone(),
+                    group_instance_id: m.group_instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    rebalance_timeout_ms: m.rebalance_timeout.as_millis() as i32,
+                    session_timeout_ms: m.session_timeout.as_millis() as i32,
+                    subscription: self
+                        .protocol
+                        .as_deref()
+                        .map(|p| m.metadata(p))
+                        .unwrap_or_default(),
+                    assignment: m.assignment.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Checks that a member of this id (and instance id) is in the group at this generation.
+    /// `generation` -1 skips the generation check.
+    pub(crate) fn check_member(
+        &self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+    ) -> Result<(), i16> {
+        if let Some(instance) = instance_id {
+            if let Some(m) = self.static_member(instance) {
+                if m.member_id != member_id {
+                    return Err(ResponseError::FencedInstanceId.code());
+                }
+            }
+        }
+        if self.member(member_id).is_none() {
+            return Err(ResponseError::UnknownMemberId.code());
+        }
+        if generation != -1 && generation != self.generation {
+            return Err(ResponseError::IllegalGeneration.code());
+        }
+        Ok(())
+    }
+
+    /// Handles a JoinGroup.
+    pub(crate) fn join(
+        &mut self,
+        request: JoinRequest,
+        now: Instant,
+        wall_ms: i64,
+        new_member_id: impl FnOnce() -> String,
+    ) -> (Pending<JoinResult>, Changed) {
+        let fail = |code| {
+            (
+                Pending::Now(JoinResult::error(code, &request.member_id)),
+                Changed::No,
+            )
+        };
+        if let Some(t) = &self.protocol_type {
+            if !self.members.is_empty() && *t != request.protocol_type {
+                return fail(ResponseError::InconsistentGroupProtocol.code());
+            }
+        }
+        if !self.members.is_empty() && !self.supports_any(&request.protocols) {
+            return fail(ResponseError::InconsistentGroupProtocol.code());
+        }
+
+        let mut member_id = request.member_id.clone();
+        if member_id.is_empty() {
+            if let Some(instance) = request.group_instance_id.as_deref() {
+                // A static member (re)joining: a new id; the old one, if any, is fenced.
+                member_id = new_member_id();
+                if let Some(old) = self.static_member(instance).map(|m| m.member_id.clone()) {
+                    return self.replace_static_member(&old, member_id, request, now, wall_ms);
+                }
+            } else if request.require_known_member_id {
+                member_id = new_member_id();
+                self.pending_members
+                    .insert(member_id.clone(), now + request.session_timeout);
+                let mut reply =
+                    JoinResult::error(ResponseError::MemberIdRequired.code(), &member_id);
+                reply.generation = -1;
+                return (Pending::Now(reply), Changed::No);
+            } else {
+                member_id = new_member_id();
+            }
+        } else if self.member(&member_id).is_none()
+            && self.pending_members.remove(&member_id).is_none()
+        {
+            return fail(ResponseError::UnknownMemberId.code());
+        } else if let Err(code) =
+            self.check_member_instance(&member_id, request.group_instance_id.as_deref())
+        {
+            return fail(code);
+        }
+
+        // A follower of a stable group rejoining with the same protocols: nothing changes.
+        if self.state == GroupState::Stable {
+            if let Some(m) = self.member(&member_id) {
+                if self.leader.as_deref() != Some(member_id.as_str())
+                    && m.protocols == request.protocols
+                {
+                    return (
+                        Pending::Now(self.join_result_for(&member_id, false)),
+                        Changed::No,
+                    );
+                }
+            }
+        }
+
+        let (sender, receiver) = oneshot::channel();
+        match self.member_mut(&member_id) {
+            Some(m) => {
+                m.protocols = request.protocols;
+                m.session_timeout = request.session_timeout;
+                m.rebalance_timeout = request.rebalance_timeout;
+                m.client_id = request.client_id;
+                m.client_host = request.client_host;
+                m.join_waiter = Some(sender);
+                m.session_deadline = now + m.session_timeout;
+            }
+            None => self.members.push(Member {
+                member_id: member_id.clone(),
+                group_instance_id: request.group_instance_id,
+                client_id: request.client_id,
+                client_host: request.client_host,
+                session_timeout: request.session_timeout,
+                rebalance_timeout: request.rebalance_timeout,
+                protocols: request.protocols,
+                assignment: Bytes::new(),
+                join_waiter: Some(sender),
+                sync_waiter: None,
+                session_deadline: now + request.session_timeout,
+            }),
+        }
+        self.protocol_type = Some(request.protocol_type);
+        if self.state != GroupState::PreparingRebalance {
+            self.prepare_rebalance(now, wall_ms);
+        }
+        let changed = self.try_complete_join(now, wall_ms, false);
+        (Pending::Later(receiver), changed)
+    }
+
+    fn check_member_instance(&self, member_id: &str, instance_id: Option<&str>) -> Result<(), i16> {
+        match (instance_id, self.member(member_id)) {
+            (Some(instance), _) => match self.static_member(instance) {
+                Some(m) if m.member_id != member_id => Err(ResponseError::FencedInstanceId.code()),
+                _ => Ok(()),
+            },
+            _ => Ok(()),
+        }
+    }
+
+    /// A static member came back with a new member id: the old one is fenced. In a stable
+    /// group a follower keeps its assignment and nobody else rebalances.
+    fn replace_static_member(
+        &mut self,
+        old: &str,
+        new_id: String,
+        request: JoinRequest,
+        now: Instant,
+        wall_ms: i64,
+    ) -> (Pending<JoinResult>, Changed) {
+        let was_leader = self.leader.as_deref() == Some(old);
+        let stable = self.state == GroupState::Stable;
+        let Some(member) = self.member_mut(old) else {
+            return (
+                Pending::Now(JoinResult::error(ResponseError::UnknownMemberId.code(), "")),
+                Changed::No,
+            );
+        };
+        if let Some(waiter) = member.join_waiter.take() {
+            let _ = waiter.send(JoinResult::error(
+                ResponseError::FencedInstanceId.code(),
+                old,
+            ));
+        }
+        if let Some(waiter) = member.sync_waiter.take() {
+            let _ = waiter.send((ResponseError::FencedInstanceId.code(), Bytes::new()));
+        }
+        let same_protocols = member.protocols == request.protocols;
+        member.member_id = new_id.clone();
+        member.client_id = request.client_id;
+        member.client_host = request.client_host;
+        member.session_timeout = request.session_timeout;
+        member.rebalance_timeout = request.rebalance_timeout;
+        member.session_deadline = now + request.session_timeout;
+        if stable && !was_leader && same_protocols {
+            return (
+                Pending::Now(self.join_result_for(&new_id, false)),
+                Changed::Store,
+            );
+        }
+        if was_leader {
+            self.leader = Some(new_id.clone());
+        }
+        let (sender, receiver) = oneshot::channel();
+        if let Some(m) = self.member_mut(&new_id) {
+            m.protocols = request.protocols;
+            m.join_waiter = Some(sender);
+        }
+        if self.state != GroupState::PreparingRebalance {
+            self.prepare_rebalance(now, wall_ms);
+        }
+        let changed = self.try_complete_join(now, wall_ms, false);
+        (Pending::Later(receiver), changed)
+    }
+
+    fn supports_any(&self, protocols: &[(String, Bytes)]) -> bool {
+        protocols.iter().any(|(name, _)| {
+            self.members
+                .iter()
+                .all(|m| m.protocols.iter().any(|(n, _)| n == name))
+        })
+    }
+
+    fn prepare_rebalance(&mut self, now: Instant, wall_ms: i64) {
+        // Members waiting for their assignment must rejoin.
+        for m in &mut self.members {
+            if let Some(waiter) = m.sync_waiter.take() {
+                let _ = waiter.send((ResponseError::RebalanceInProgress.code(), Bytes::new()));
+            }
+        }
+        let timeout = self
+            .members
+            .iter()
+            .map(|m| m.rebalance_timeout)
+            .max()
+            .unwrap_or(Duration::from_secs(60));
+        self.state = GroupState::PreparingRebalance;
+        self.rebalance_deadline = Some(now + timeout);
+        self.state_timestamp = wall_ms;
+    }
+
+    /// Ends the join phase once every member has rejoined, or when `deadline_passed`
+    /// (members that did not rejoin are removed). Returns whether the group changed.
+    pub(crate) fn try_complete_join(
+        &mut self,
+        now: Instant,
+        wall_ms: i64,
+        deadline_passed: bool,
+    ) -> Changed {
+        if self.state != GroupState::PreparingRebalance {
+            return Changed::No;
+        }
+        let all_joined = self.members.iter().all(|m| m.join_waiter.is_some());
+        if !all_joined && !deadline_passed {
+            return Changed::No;
+        }
+        self.members.retain(|m| m.join_waiter.is_some());
+        self.generation += 1;
+        self.rebalance_deadline = None;
+        self.state_timestamp = wall_ms;
+        if self.members.is_empty() {
+            self.state = GroupState::Empty;
+            self.protocol = None;
+            self.leader = None;
+            return Changed::Store;
+        }
+        self.protocol = self.select_protocol();
+        if self
+            .leader
+            .as_ref()
+            .is_none_or(|l| self.member(l).is_none())
+        {
+            self.leader = Some(self.members[0].member_id.clone());
+        }
+        self.state = GroupState::CompletingRebalance;
+        let replies: Vec<_> = self
+            .members
+            .iter()
+            .map(|m| {
+                let is_leader = self.leader.as_deref() == Some(m.member_id.as_str());
+                (
+                    m.member_id.clone(),
+                    self.join_result_for(&m.member_id, is_leader),
+                )
+            })
+            .collect();
+        for (member_id, reply) in replies {
+            if let Some(m) = self.member_mut(&member_id) {
+                m.session_deadline = now + m.session_timeout;
+                if let Some(waiter) = m.join_waiter.take() {
+                    let _ = waiter.send(reply);
+                }
+            }
+        }
+        Changed::Store
+    }
+
+    /// The protocol every member supports that most members prefer (Kafka's vote).
+    fn select_protocol(&self) -> Option<String> {
+        let first = self.members.first()?;
+        let candidates: Vec<&String> = first
+            .protocols
+            .iter()
+            .map(|(n, _)| n)
+            .filter(|n| {
+                self.members
+                    .iter()
+                    .all(|m| m.protocols.iter().any(|(p, _)| p == *n))
+            })
+            .collect();
+        let mut votes: Vec<(usize, &String)> = candidates.iter().map(|c| (0, *c)).collect();
+        for m in &self.members {
+            if let Some((_, choice)) = m.protocols.iter().find(|(p, _)| candidates.contains(&p)) {
+                if let Some(v) = votes.iter_mut().find(|(_, c)| *c == choice) {
+                    v.0 += 1;
+                }
+            }
+        }
+        // The most votes; ties go to the first member's preference.
+        let best = votes.iter().map(|(n, _)| *n).max()?;
+        votes
+            .iter()
+            .find(|(n, _)| *n == best)
+            .map(|(_, c)| (*c).clone())
+    }
+
+    fn join_result_for(&self, member_id: &str, leader: bool) -> JoinResult {
+        let protocol = self.protocol.clone().unwrap_or_default();
+        JoinResult {
+            error_code: 0,
+            generation: self.generation,
+            protocol_type: self.protocol_type.clone(),
+            protocol: self.protocol.clone(),
+            leader: self.leader.clone().unwrap_or_default(),
+            member_id: member_id.to_string(),
+            members: if leader {
+                self.members
+                    .iter()
+                    .map(|m| {
+                        (
+                            m.member_id.clone(),
+                            m.group_instance_id.clone(),
+                            m.metadata(&protocol),
+                        )
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    /// Handles a SyncGroup. When the leader's assignment completes the rebalance, the group
+    /// must be stored before the replies go out: the caller does that, then calls
+    /// [`Group::release_sync_waiters`].
+    pub(crate) fn sync(
+        &mut self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        assignments: Vec<(String, Bytes)>,
+        wall_ms: i64,
+    ) -> (Pending<SyncResult>, Changed) {
+        if let Err(code) = self.check_member(member_id, instance_id, generation) {
+            return (Pending::Now((code, Bytes::new())), Changed::No);
+        }
+        match self.state {
+            GroupState::PreparingRebalance => (
+                Pending::Now((ResponseError::RebalanceInProgress.code(), Bytes::new())),
+                Changed::No,
+            ),
+            GroupState::Stable => {
+                let assignment = self
+                    .member(member_id)
+                    .map(|m| m.assignment.clone())
+                    .unwrap_or_default();
+                (Pending::Now((0, assignment)), Changed::No)
+            }
+            GroupState::Empty | GroupState::Dead => (
+                Pending::Now((ResponseError::UnknownMemberId.code(), Bytes::new())),
+                Changed::No,
+            ),
+            GroupState::CompletingRebalance => {
+                let (sender, receiver) = oneshot::channel();
+                if let Some(m) = self.member_mut(member_id) {
+                    m.sync_waiter = Some(sender);
+                }
+                if self.leader.as_deref() != Some(member_id) {
+                    return (Pending::Later(receiver), Changed::No);
+                }
+                for m in &mut self.members {
+                    m.assignment = assignments
+                        .iter()
+                        .find(|(id, _)| *id == m.member_id)
+                        .map(|(_, a)| a.clone())
+                        .unwrap_or_default();
+                }
+                self.state = GroupState::Stable;
+                self.state_timestamp = wall_ms;
+                (Pending::Later(receiver), Changed::Store)
+            }
+        }
+    }
+
+    /// Sends every waiting SyncGroup its member's assignment (after the group was stored),
+    /// or `error_code` if storing failed.
+    pub(crate) fn release_sync_waiters(&mut self, error_code: i16) {
+        for m in &mut self.members {
+            if let Some(waiter) = m.sync_waiter.take() {
+                let assignment = if error_code == 0 {
+                    m.assignment.clone()
+                } else {
+                    Bytes::new()
+                };
+                let _ = waiter.send((error_code, assignment));
+            }
+        }
+    }
+
+    /// Handles a Heartbeat.
+    pub(crate) fn heartbeat(
+        &mut self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        now: Instant,
+    ) -> i16 {
+        if let Err(code) = self.check_member(member_id, instance_id, generation) {
+            return code;
+        }
+        if let Some(m) = self.member_mut(member_id) {
+            m.session_deadline = now + m.session_timeout;
+        }
+        match self.state {
+            GroupState::PreparingRebalance => ResponseError::RebalanceInProgress.code(),
+            GroupState::Empty | GroupState::Dead => ResponseError::UnknownMemberId.code(),
+            _ => 0,
+        }
+    }
+
+    /// Handles one member of a LeaveGroup. Returns its error code and whether the group
+    /// changed.
+    pub(crate) fn leave(
+        &mut self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        now: Instant,
+        wall_ms: i64,
+    ) -> (i16, Changed) {
+        let member_id = match (member_id, instance_id) {
+            ("", Some(instance)) => match self.static_member(instance) {
+                Some(m) => m.member_id.clone(),
+                None => return (ResponseError::UnknownMemberId.code(), Changed::No),
+            },
+            (id, instance) => {
+                if let Err(code) = self.check_member(id, instance, -1) {
+                    return (code, Changed::No);
+                }
+                id.to_string()
+            }
+        };
+        (0, self.remove_member(&member_id, now, wall_ms))
+    }
+
+    fn remove_member(&mut self, member_id: &str, now: Instant, wall_ms: i64) -> Changed {
+        let Some(index) = self.members.iter().position(|m| m.member_id == member_id) else {
+            return Changed::No;
+        };
+        let member = self.members.remove(index);
+        if let Some(waiter) = member.join_waiter {
+            let _ = waiter.send(JoinResult::error(
+                ResponseError::UnknownMemberId.code(),
+                member_id,
+            ));
+        }
+        if let Some(waiter) = member.sync_waiter {
+            let _ = waiter.send((ResponseError::UnknownMemberId.code(), Bytes::new()));
+        }
+        match self.state {
+            GroupState::Stable | GroupState::CompletingRebalance => {
+                if self.members.is_empty() {
+                    self.generation += 1;
+                    self.state = GroupState::Empty;
+                    self.protocol = None;
+                    self.leader = None;
+                    self.state_timestamp = wall_ms;
+                    Changed::Store
+                } else {
+                    self.prepare_rebalance(now, wall_ms);
+                    Changed::No
+                }
+            }
+            GroupState::PreparingRebalance => self.try_complete_join(now, wall_ms, false),
+            GroupState::Empty | GroupState::Dead => Changed::No,
+        }
+    }
+
+    /// Expires silent members and overdue rebalances. Returns whether the group changed.
+    pub(crate) fn tick(&mut self, now: Instant, wall_ms: i64) -> Changed {
+        self.pending_members.retain(|_, deadline| *deadline > now);
+        let mut changed = Changed::No;
+        // Members waiting in a join are governed by the rebalance timeout, not the session.
+        let expired: Vec<String> = self
+            .members
+            .iter()
+            .filter(|m| m.join_waiter.is_none() && m.session_deadline <= now)
+            .map(|m| m.member_id.clone())
+            .collect();
+        for member_id in expired {
+            tracing::info!(group = %self.id, member = %member_id, "session expired");
+            if self.remove_member(&member_id, now, wall_ms) == Changed::Store {
+                changed = Changed::Store;
+            }
+        }
+        if self.rebalance_deadline.is_some_and(|d| d <= now)
+            && self.try_complete_join(now, wall_ms, true) == Changed::Store
+        {
+            changed = Changed::Store;
+        }
+        changed
+    }
+}

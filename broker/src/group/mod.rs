@@ -1,0 +1,744 @@
+//! The group coordinator: consumer groups (membership, rebalances, sessions) and their
+//! committed offsets, kept as records in the compacted internal topic `__consumer_offsets`
+//! like Kafka's. An operation first changes nothing but checks; what it changes is appended to
+//! `__consumer_offsets` and made durable before it is answered; at start the state is rebuilt
+//! by replaying that topic. There is no other store.
+//!
+//! A group lives in the partition `abs(javaHashCode(group id)) % partitions` of
+//! `__consumer_offsets`, as in Kafka.
+
+mod membership;
+mod records;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use eddy_core::log::Record;
+use eddy_core::wire::batch::{decode_records, BatchBuilder, Batches};
+use eddy_core::wire::compression::Compression;
+use kafka_protocol::error::ResponseError;
+use tokio::sync::watch;
+
+use membership::{Changed, Group};
+pub(crate) use membership::{GroupState, JoinRequest, JoinResult, Pending, SyncResult};
+pub(crate) use records::OffsetValue;
+use records::{GroupValue, OffsetsKey};
+
+use crate::state::now_ms;
+use crate::storage::{Partition, StorageError};
+
+/// The internal topic of groups and offsets.
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// Kafka's limit on the metadata stored with an offset (`offset.metadata.max.bytes`).
+const OFFSET_METADATA_MAX_BYTES: usize = 4096;
+
+/// Settings of the group coordinator.
+#[derive(Debug, Clone)]
+pub struct GroupConfig {
+    /// Shortest session a member may ask for (`group.min.session.timeout.ms`, 6 s).
+    pub min_session_timeout: Duration,
+    /// Longest session a member may ask for (`group.max.session.timeout.ms`, 30 min).
+    pub max_session_timeout: Duration,
+    /// How long the offsets of a group without members are kept
+    /// (`offsets.retention.minutes`, 7 days).
+    pub offsets_retention: Duration,
+}
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        Self {
+            min_session_timeout: Duration::from_secs(6),
+            max_session_timeout: Duration::from_secs(1800),
+            offsets_retention: Duration::from_secs(7 * 24 * 3600),
+        }
+    }
+}
+
+/// A group and its committed offsets.
+#[derive(Debug)]
+struct GroupEntry {
+    group: Group,
+    offsets: HashMap<(String, i32), OffsetValue>,
+}
+
+impl GroupEntry {
+    fn new(id: &str) -> Self {
+        Self {
+            group: Group::new(id),
+            offsets: HashMap::new(),
+        }
+    }
+}
+
+/// A member as DescribeGroups shows it.
+#[derive(Debug, Clone)]
+pub(crate) struct MemberDescription {
+    pub(crate) member_id: String,
+    pub(crate) group_instance_id: Option<String>,
+    pub(crate) client_id: String,
+    pub(crate) client_host: String,
+    pub(crate) metadata: Bytes,
+    pub(crate) assignment: Bytes,
+}
+
+/// A group as DescribeGroups shows it.
+#[derive(Debug, Clone)]
+pub(crate) struct GroupDescription {
+    pub(crate) state: GroupState,
+    pub(crate) protocol_type: String,
+    pub(crate) protocol: String,
+    pub(crate) members: Vec<MemberDescription>,
+}
+
+/// Every group of the broker.
+#[derive(Debug)]
+pub struct GroupCoordinator {
+    config: GroupConfig,
+    groups: Mutex<HashMap<String, GroupEntry>>,
+    offsets_log: Vec<Arc<Partition>>,
+}
+
+/// Java's `String.hashCode`, over UTF-16 code units.
+fn java_hash(s: &str) -> i32 {
+    s.encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+}
+
+/// Records that a change appended, and the partition that must make them durable.
+struct Appended(Option<(Arc<Partition>, i64)>);
+
+impl Appended {
+    async fn durable(self) -> Result<(), StorageError> {
+        match self.0 {
+            Some((partition, last_offset)) => partition.wait_durable(last_offset).await,
+            None => Ok(()),
+        }
+    }
+}
+
+impl GroupCoordinator {
+    /// A coordinator over the partitions of `__consumer_offsets`, rebuilt from them.
+    pub(crate) fn open(
+        config: GroupConfig,
+        offsets_log: Vec<Arc<Partition>>,
+    ) -> Result<Self, StorageError> {
+        let coordinator = Self {
+            config,
+            groups: Mutex::new(HashMap::new()),
+            offsets_log,
+        };
+        coordinator.replay()?;
+        Ok(coordinator)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, GroupEntry>> {
+        self.groups.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The partition of `__consumer_offsets` that holds `group`.
+    pub(crate) fn partition_for(&self, group: &str) -> usize {
+        let hash = java_hash(group);
+        let positive = if hash == i32::MIN { 0 } else { hash.abs() };
+        positive as usize % self.offsets_log.len().max(1)
+    }
+
+    /// Reads every record of `__consumer_offsets` in order and rebuilds groups and offsets.
+    fn replay(&self) -> Result<(), StorageError> {
+        let mut groups = self.lock();
+        let mut records = 0usize;
+        for partition in &self.offsets_log {
+            let mut offset = partition.log_start_offset();
+            loop {
+                let fetched = partition.read(offset, 1 << 20)?;
+                if fetched.records.is_empty() {
+                    break;
+                }
+                for item in Batches::new(&fetched.records) {
+                    let (header, bytes) = item?;
+                    offset = header.next_offset();
+                    if header.is_control() {
+                        continue;
+                    }
+                    let (_, decoded) = decode_records(&fetched.records.slice_ref(bytes), 64 << 20)?;
+                    for r in decoded {
+                        records += 1;
+                        apply_record(&mut groups, &r.record);
+                    }
+                }
+            }
+        }
+        if records > 0 {
+            tracing::info!(groups = groups.len(), records, "replayed {OFFSETS_TOPIC}");
+        }
+        Ok(())
+    }
+
+    /// Appends records for `group` to its partition (not yet durable).
+    fn append(
+        &self,
+        group: &str,
+        records: &[(OffsetsKey, Option<Bytes>)],
+    ) -> Result<Appended, StorageError> {
+        if records.is_empty() {
+            return Ok(Appended(None));
+        }
+        let partition = Arc::clone(&self.offsets_log[self.partition_for(group)]);
+        let now = now_ms();
+        let mut batch = BatchBuilder::new(Compression::None);
+        for (key, value) in records {
+            batch.append(&Record {
+                key: Some(key.encode()),
+                value: value.clone(),
+                headers: Vec::new(),
+                timestamp: now,
+            });
+        }
+        let info = partition.append(&batch.build(0)?, now)?;
+        Ok(Appended(Some((partition, info.last_offset))))
+    }
+
+    fn store_group(&self, group: &Group) -> Result<Appended, StorageError> {
+        let key = OffsetsKey::Group {
+            group: group.id.clone(),
+        };
+        self.append(&group.id, &[(key, Some(group.stored().encode()))])
+    }
+
+    /// Handles a JoinGroup; waits while the group rebalances.
+    pub(crate) async fn join(&self, group_id: &str, request: JoinRequest) -> JoinResult {
+        let member_id = request.member_id.clone();
+        if group_id.is_empty() {
+            return JoinResult::error(ResponseError::InvalidGroupId.code(), &member_id);
+        }
+        if request.session_timeout < self.config.min_session_timeout
+            || request.session_timeout > self.config.max_session_timeout
+        {
+            return JoinResult::error(ResponseError::InvalidSessionTimeout.code(), &member_id);
+        }
+        let client_id = request.client_id.clone();
+        let (pending, appended) = {
+            let mut groups = self.lock();
+            let entry = groups
+                .entry(group_id.to_string())
+                .or_insert_with(|| GroupEntry::new(group_id));
+            let (pending, changed) = entry.group.join(request, Instant::now(), now_ms(), || {
+                format!("{client_id}-{}", uuid::Uuid::new_v4())
+            });
+            let appended = match changed {
+                Changed::Store => self.store_group(&entry.group),
+                Changed::No => Ok(Appended(None)),
+            };
+            (pending, appended)
+        };
+        if let Err(e) = store(appended).await {
+            tracing::error!(group = group_id, error = %e, "could not store the group");
+        }
+        match pending {
+            Pending::Now(result) => result,
+            Pending::Later(receiver) => receiver.await.unwrap_or_else(|_| {
+                JoinResult::error(ResponseError::UnknownMemberId.code(), &member_id)
+            }),
+        }
+    }
+
+    /// Handles a SyncGroup; a follower waits for the leader's assignment.
+    pub(crate) async fn sync(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        assignments: Vec<(String, Bytes)>,
+    ) -> SyncResult {
+        let (pending, appended) = {
+            let mut groups = self.lock();
+            let Some(entry) = groups.get_mut(group_id) else {
+                return (ResponseError::UnknownMemberId.code(), Bytes::new());
+            };
+            let (pending, changed) =
+                entry
+                    .group
+                    .sync(member_id, instance_id, generation, assignments, now_ms());
+            let appended = match changed {
+                Changed::Store => Some(self.store_group(&entry.group)),
+                Changed::No => None,
+            };
+            (pending, appended)
+        };
+        if let Some(appended) = appended {
+            // The rebalance completed: store the group, then hand out the assignments.
+            let code = match store(appended).await {
+                Ok(()) => 0,
+                Err(e) => {
+                    tracing::error!(group = group_id, error = %e, "could not store the group");
+                    ResponseError::CoordinatorNotAvailable.code()
+                }
+            };
+            if let Some(entry) = self.lock().get_mut(group_id) {
+                entry.group.release_sync_waiters(code);
+            }
+        }
+        match pending {
+            Pending::Now(result) => result,
+            Pending::Later(receiver) => receiver
+                .await
+                .unwrap_or((ResponseError::RebalanceInProgress.code(), Bytes::new())),
+        }
+    }
+
+    /// Handles a Heartbeat.
+    pub(crate) fn heartbeat(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+    ) -> i16 {
+        match self.lock().get_mut(group_id) {
+            Some(entry) => {
+                entry
+                    .group
+                    .heartbeat(member_id, instance_id, generation, Instant::now())
+            }
+            None => ResponseError::UnknownMemberId.code(),
+        }
+    }
+
+    /// Handles a LeaveGroup: each member's error code.
+    pub(crate) async fn leave(
+        &self,
+        group_id: &str,
+        members: &[(String, Option<String>)],
+    ) -> Vec<i16> {
+        let (codes, appended) = {
+            let mut groups = self.lock();
+            let Some(entry) = groups.get_mut(group_id) else {
+                return vec![ResponseError::UnknownMemberId.code(); members.len()];
+            };
+            let mut store_needed = false;
+            let codes = members
+                .iter()
+                .map(|(member_id, instance)| {
+                    let (code, changed) =
+                        entry
+                            .group
+                            .leave(member_id, instance.as_deref(), Instant::now(), now_ms());
+                    store_needed |= changed == Changed::Store;
+                    code
+                })
+                .collect::<Vec<_>>();
+            let appended = if store_needed {
+                self.store_group(&entry.group)
+            } else {
+                Ok(Appended(None))
+            };
+            (codes, appended)
+        };
+        if let Err(e) = store(appended).await {
+            tracing::error!(group = group_id, error = %e, "could not store the group");
+        }
+        codes
+    }
+
+    /// Commits offsets after checking the committer against the group; the offsets are
+    /// durable when this returns `Ok`. `generation` -1 with an empty member id is a commit from
+    /// outside the group (an admin, or a consumer using assign()), allowed while the group
+    /// has no members.
+    pub(crate) async fn commit_offsets(
+        &self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+        offsets: Vec<(String, i32, OffsetValue)>,
+    ) -> Result<Vec<i16>, i16> {
+        if group_id.is_empty() {
+            return Err(ResponseError::InvalidGroupId.code());
+        }
+        let codes: Vec<i16> = offsets
+            .iter()
+            .map(|(_, _, v)| {
+                if v.metadata.len() > OFFSET_METADATA_MAX_BYTES {
+                    ResponseError::OffsetMetadataTooLarge.code()
+                } else {
+                    0
+                }
+            })
+            .collect();
+        let appended = {
+            let mut groups = self.lock();
+            let entry = groups
+                .entry(group_id.to_string())
+                .or_insert_with(|| GroupEntry::new(group_id));
+            let group = &entry.group;
+            let outside = generation < 0 && member_id.is_empty();
+            if outside {
+                if !group.members.is_empty() {
+                    return Err(ResponseError::UnknownMemberId.code());
+                }
+            } else {
+                group.check_member(member_id, instance_id, generation)?;
+                if group.state == GroupState::PreparingRebalance {
+                    return Err(ResponseError::RebalanceInProgress.code());
+                }
+            }
+            let records: Vec<_> = offsets
+                .iter()
+                .zip(&codes)
+                .filter(|(_, code)| **code == 0)
+                .map(|((topic, partition, value), _)| {
+                    let key = OffsetsKey::Offset {
+                        group: group_id.to_string(),
+                        topic: topic.clone(),
+                        partition: *partition,
+                    };
+                    (key, Some(value.encode()))
+                })
+                .collect();
+            self.append(group_id, &records)
+        };
+        store(appended).await.map_err(|e| {
+            tracing::error!(group = group_id, error = %e, "could not store offsets");
+            ResponseError::CoordinatorNotAvailable.code()
+        })?;
+        let mut groups = self.lock();
+        if let Some(entry) = groups.get_mut(group_id) {
+            for ((topic, partition, value), code) in offsets.into_iter().zip(&codes) {
+                if *code == 0 {
+                    entry.offsets.insert((topic, partition), value);
+                }
+            }
+        }
+        Ok(codes)
+    }
+
+    /// A group's committed offsets: of the given partitions, or all of them.
+    pub(crate) fn fetch_offsets(
+        &self,
+        group_id: &str,
+        partitions: Option<Vec<(String, i32)>>,
+    ) -> Vec<(String, i32, Option<OffsetValue>)> {
+        let groups = self.lock();
+        let offsets = groups.get(group_id).map(|e| &e.offsets);
+        match partitions {
+            Some(wanted) => wanted
+                .into_iter()
+                .map(|(t, p)| {
+                    let value = offsets.and_then(|o| o.get(&(t.clone(), p)).cloned());
+                    (t, p, value)
+                })
+                .collect(),
+            None => {
+                let mut all: Vec<_> = offsets
+                    .into_iter()
+                    .flatten()
+                    .map(|((t, p), v)| (t.clone(), *p, Some(v.clone())))
+                    .collect();
+                all.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+                all
+            }
+        }
+    }
+
+    /// Every group: (id, protocol type, state).
+    pub(crate) fn list(&self) -> Vec<(String, String, GroupState)> {
+        let mut groups: Vec<_> = self
+            .lock()
+            .values()
+            .map(|e| {
+                let g = &e.group;
+                (
+                    g.id.clone(),
+                    g.protocol_type.clone().unwrap_or_default(),
+                    g.state,
+                )
+            })
+            .collect();
+        groups.sort_by(|a, b| a.0.cmp(&b.0));
+        groups
+    }
+
+    /// A group's state and members; `None` if the broker does not know it.
+    pub(crate) fn describe(&self, group_id: &str) -> Option<GroupDescription> {
+        let groups = self.lock();
+        let g = &groups.get(group_id)?.group;
+        let protocol = g.protocol.clone().unwrap_or_default();
+        Some(GroupDescription {
+            state: g.state,
+            protocol_type: g.protocol_type.clone().unwrap_or_default(),
+            protocol: if g.state == GroupState::Stable || g.state == GroupState::CompletingRebalance
+            {
+                protocol.clone()
+            } else {
+                String::new()
+            },
+            members: g
+                .members
+                .iter()
+                .map(|m| MemberDescription {
+                    member_id: m.member_id.clone(),
+                    group_instance_id: m.group_instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    metadata: m.metadata(&protocol),
+                    assignment: m.assignment.clone(),
+                })
+                .collect(),
+        })
+    }
+
+    /// Deletes groups without members, with their offsets: each group's error code.
+    pub(crate) async fn delete_groups(&self, ids: &[String]) -> Vec<i16> {
+        let mut codes = Vec::with_capacity(ids.len());
+        for id in ids {
+            let result = {
+                let mut groups = self.lock();
+                match groups.get(id.as_str()) {
+                    None => Err(ResponseError::GroupIdNotFound.code()),
+                    Some(e) if !e.group.members.is_empty() => {
+                        Err(ResponseError::NonEmptyGroup.code())
+                    }
+                    Some(e) => {
+                        let mut tombstones: Vec<_> = e
+                            .offsets
+                            .keys()
+                            .map(|(t, p)| {
+                                let key = OffsetsKey::Offset {
+                                    group: id.clone(),
+                                    topic: t.clone(),
+                                    partition: *p,
+                                };
+                                (key, None)
+                            })
+                            .collect();
+                        tombstones.push((OffsetsKey::Group { group: id.clone() }, None));
+                        let appended = self.append(id, &tombstones);
+                        groups.remove(id.as_str());
+                        Ok(appended)
+                    }
+                }
+            };
+            codes.push(match result {
+                Err(code) => code,
+                Ok(appended) => match store(appended).await {
+                    Ok(()) => 0,
+                    Err(e) => {
+                        tracing::error!(group = %id, error = %e, "could not delete the group");
+                        ResponseError::CoordinatorNotAvailable.code()
+                    }
+                },
+            });
+        }
+        codes
+    }
+
+    /// Deletes a group's offsets for partitions no member is consuming: each partition's
+    /// error code, or the group's.
+    pub(crate) async fn delete_offsets(
+        &self,
+        group_id: &str,
+        partitions: &[(String, i32)],
+    ) -> Result<Vec<i16>, i16> {
+        let (codes, appended) = {
+            let mut groups = self.lock();
+            let Some(entry) = groups.get_mut(group_id) else {
+                return Err(ResponseError::GroupIdNotFound.code());
+            };
+            // Members subscribe through opaque protocol metadata; a topic name appearing in a
+            // member's subscription counts as subscribed, as near as the broker can tell.
+            let subscribed = |topic: &str| {
+                entry.group.members.iter().any(|m| {
+                    m.protocols
+                        .iter()
+                        .any(|(_, meta)| meta.windows(topic.len()).any(|w| w == topic.as_bytes()))
+                })
+            };
+            let codes: Vec<i16> = partitions
+                .iter()
+                .map(|(t, _)| {
+                    if subscribed(t) {
+                        ResponseError::GroupSubscribedToTopic.code()
+                    } else {
+                        0
+                    }
+                })
+                .collect();
+            let tombstones: Vec<_> = partitions
+                .iter()
+                .zip(&codes)
+                .filter(|(_, c)| **c == 0)
+                .map(|((t, p), _)| {
+                    entry.offsets.remove(&(t.clone(), *p));
+                    (
+                        OffsetsKey::Offset {
+                            group: group_id.to_string(),
+                            topic: t.clone(),
+                            partition: *p,
+                        },
+                        None,
+                    )
+                })
+                .collect();
+            (codes, self.append(group_id, &tombstones))
+        };
+        store(appended)
+            .await
+            .map_err(|_| ResponseError::CoordinatorNotAvailable.code())?;
+        Ok(codes)
+    }
+
+    /// Expires sessions and rebalances, and the offsets of long-empty groups, until `stop`.
+    pub(crate) async fn run_timers(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        let mut last_expiry = Instant::now();
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                _ = stop.changed() => return,
+            }
+            let now = Instant::now();
+            let wall = now_ms();
+            let appended: Vec<_> = {
+                let mut groups = self.lock();
+                groups
+                    .values_mut()
+                    .filter_map(|e| match e.group.tick(now, wall) {
+                        Changed::Store => Some(self.store_group(&e.group)),
+                        Changed::No => None,
+                    })
+                    .collect()
+            };
+            for a in appended {
+                if let Err(e) = store(a).await {
+                    tracing::error!(error = %e, "could not store a group");
+                }
+            }
+            if now.duration_since(last_expiry) >= Duration::from_secs(60) {
+                last_expiry = now;
+                self.expire_offsets(wall).await;
+            }
+        }
+    }
+
+    /// Deletes the offsets of groups that have had no members for `offsets_retention`.
+    async fn expire_offsets(&self, wall_ms: i64) {
+        let retention = self.config.offsets_retention.as_millis() as i64;
+        let expired: Vec<String> = self
+            .lock()
+            .values()
+            .filter(|e| e.group.members.is_empty() && wall_ms - e.group.state_timestamp > retention)
+            .map(|e| e.group.id.clone())
+            .collect();
+        if !expired.is_empty() {
+            tracing::info!(
+                groups = expired.len(),
+                "expiring the offsets of long-empty groups"
+            );
+            self.delete_groups(&expired).await;
+        }
+    }
+}
+
+async fn store(appended: Result<Appended, StorageError>) -> Result<(), StorageError> {
+    appended?.durable().await
+}
+
+/// Applies one record of `__consumer_offsets` during replay.
+fn apply_record(groups: &mut HashMap<String, GroupEntry>, record: &Record) {
+    let Some(key) = record.key.as_deref().and_then(OffsetsKey::decode) else {
+        tracing::warn!("skipping a record of {OFFSETS_TOPIC} with an unknown key");
+        return;
+    };
+    let group_id = key.group().to_string();
+    match (key, record.value.as_deref()) {
+        (
+            OffsetsKey::Offset {
+                topic, partition, ..
+            },
+            Some(value),
+        ) => match OffsetValue::decode(value) {
+            Some(v) => {
+                let entry = groups
+                    .entry(group_id.clone())
+                    .or_insert_with(|| GroupEntry::new(&group_id));
+                entry.offsets.insert((topic, partition), v);
+            }
+            None => tracing::warn!(group = %group_id, "skipping a malformed offset record"),
+        },
+        (
+            OffsetsKey::Offset {
+                topic, partition, ..
+            },
+            None,
+        ) => {
+            if let Some(e) = groups.get_mut(&group_id) {
+                e.offsets.remove(&(topic, partition));
+            }
+        }
+        (OffsetsKey::Group { .. }, Some(value)) => match GroupValue::decode(value) {
+            Some(stored) => {
+                let offsets = groups
+                    .remove(&group_id)
+                    .map(|e| e.offsets)
+                    .unwrap_or_default();
+                groups.insert(
+                    group_id.clone(),
+                    GroupEntry {
+                        group: Group::restored(&group_id, &stored),
+                        offsets,
+                    },
+                );
+            }
+            None => tracing::warn!(group = %group_id, "skipping a malformed group record"),
+        },
+        (OffsetsKey::Group { .. }, None) => {
+            groups.remove(&group_id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (group id, Java's `hashCode`, partition of 50), printed by Java 17.
+    const JAVA: &[(&str, i32, usize)] = &[
+        ("billing", -109829509, 9),
+        ("my-group", -1906497762, 12),
+        ("\u{e9}t\u{e9}", 227742, 42),
+        ("", 0, 0),
+        ("group-with-a-long-name-1234", -130707336, 36),
+        ("polygenelubricants", i32::MIN, 0),
+    ];
+
+    #[test]
+    fn groups_map_to_partitions_as_kafka_maps_them() {
+        let coordinator = GroupCoordinator {
+            config: GroupConfig::default(),
+            groups: Mutex::new(HashMap::new()),
+            offsets_log: Vec::new(),
+        };
+        for &(group, hash, _) in JAVA {
+            assert_eq!(java_hash(group), hash, "{group:?}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let partitions: Vec<_> = (0..50)
+            .map(|p| {
+                let tp = eddy_core::log::TopicPartition::new(OFFSETS_TOPIC, p);
+                Arc::new(
+                    Partition::open(tp, &dir.path().join(p.to_string()), Default::default(), 0)
+                        .unwrap(),
+                )
+            })
+            .collect();
+        let coordinator = GroupCoordinator {
+            offsets_log: partitions,
+            ..coordinator
+        };
+        for &(group, _, partition) in JAVA {
+            assert_eq!(coordinator.partition_for(group), partition, "{group:?}");
+        }
+    }
+}

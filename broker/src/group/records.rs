@@ -1,0 +1,314 @@
+//! The records of `__consumer_offsets`, in Kafka's own layout, so that the topic reads the
+//! same as Kafka's:
+//!
+//! - key version 1 (`OffsetCommitKey`: group, topic, partition) with an `OffsetCommitValue`
+//!   version 3 (offset, leader epoch, metadata, commit time); a null value deletes the offset;
+//! - key version 2 (`GroupMetadataKey`: group) with a `GroupMetadataValue` version 3 (protocol
+//!   type, generation, protocol, leader, state time, members); a null value deletes the group.
+//!
+//! Strings are i16-length-prefixed UTF-8 and byte arrays i32-length-prefixed, big-endian.
+//! Decoding checks every length against what remains and never panics.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+/// A committed offset, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct OffsetValue {
+    pub(crate) offset: i64,
+    pub(crate) leader_epoch: i32,
+    pub(crate) metadata: String,
+    pub(crate) commit_timestamp: i64,
+}
+
+/// A member as stored with its group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StoredMember {
+    pub(crate) member_id: String,
+    pub(crate) group_instance_id: Option<String>,
+    pub(crate) client_id: String,
+    pub(crate) client_host: String,
+    pub(crate) rebalance_timeout_ms: i32,
+    pub(crate) session_timeout_ms: i32,
+    pub(crate) subscription: Bytes,
+    pub(crate) assignment: Bytes,
+}
+
+/// A group as stored after each rebalance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct GroupValue {
+    pub(crate) protocol_type: String,
+    pub(crate) generation: i32,
+    pub(crate) protocol: Option<String>,
+    pub(crate) leader: Option<String>,
+    pub(crate) state_timestamp: i64,
+    pub(crate) members: Vec<StoredMember>,
+}
+
+/// What a key of `__consumer_offsets` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum OffsetsKey {
+    /// A group's committed offset for one partition.
+    Offset {
+        group: String,
+        topic: String,
+        partition: i32,
+    },
+    /// A group's metadata.
+    Group { group: String },
+}
+
+fn put_string(buf: &mut BytesMut, s: &str) {
+    buf.put_i16(s.len() as i16);
+    buf.extend_from_slice(s.as_bytes());
+}
+
+fn put_nullable_string(buf: &mut BytesMut, s: Option<&str>) {
+    match s {
+        Some(s) => put_string(buf, s),
+        None => buf.put_i16(-1),
+    }
+}
+
+fn put_bytes(buf: &mut BytesMut, b: &[u8]) {
+    buf.put_i32(b.len() as i32);
+    buf.extend_from_slice(b);
+}
+
+impl OffsetsKey {
+    pub(crate) fn encode(&self) -> Bytes {
+        let mut buf = BytesMut::new();
+        match self {
+            OffsetsKey::Offset {
+                group,
+                topic,
+                partition,
+            } => {
+                buf.put_i16(1);
+                put_string(&mut buf, group);
+                put_string(&mut buf, topic);
+                buf.put_i32(*partition);
+            }
+            OffsetsKey::Group { group } => {
+                buf.put_i16(2);
+                put_string(&mut buf, group);
+            }
+        }
+        buf.freeze()
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Option<Self> {
+        let mut r = Reader(bytes);
+        match r.i16()? {
+            0 | 1 => Some(OffsetsKey::Offset {
+                group: r.string()?,
+                topic: r.string()?,
+                partition: r.i32()?,
+            }),
+            2 => Some(OffsetsKey::Group { group: r.string()? }),
+            _ => None,
+        }
+    }
+
+    /// The group the key belongs to.
+    pub(crate) fn group(&self) -> &str {
+        match self {
+            OffsetsKey::Offset { group, .. } | OffsetsKey::Group { group } => group,
+        }
+    }
+}
+
+impl OffsetValue {
+    pub(crate) fn encode(&self) -> Bytes {
+        let mut buf = BytesMut::new();
+        buf.put_i16(3);
+        buf.put_i64(self.offset);
+        buf.put_i32(self.leader_epoch);
+        put_string(&mut buf, &self.metadata);
+        buf.put_i64(self.commit_timestamp);
+        buf.freeze()
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Option<Self> {
+        let mut r = Reader(bytes);
+        let version = r.i16()?;
+        let offset = r.i64()?;
+        let leader_epoch = if version >= 3 { r.i32()? } else { -1 };
+        let metadata = r.string()?;
+        let commit_timestamp = r.i64()?;
+        Some(Self {
+            offset,
+            leader_epoch,
+            metadata,
+            commit_timestamp,
+        })
+    }
+}
+
+impl GroupValue {
+    pub(crate) fn encode(&self) -> Bytes {
+        let mut buf = BytesMut::new();
+        buf.put_i16(3);
+        put_string(&mut buf, &self.protocol_type);
+        buf.put_i32(self.generation);
+        put_nullable_string(&mut buf, self.protocol.as_deref());
+        put_nullable_string(&mut buf, self.leader.as_deref());
+        buf.put_i64(self.state_timestamp);
+        buf.put_i32(self.members.len() as i32);
+        for m in &self.members {
+            put_string(&mut buf, &m.member_id);
+            put_nullable_string(&mut buf, m.group_instance_id.as_deref());
+            put_string(&mut buf, &m.client_id);
+            put_string(&mut buf, &m.client_host);
+            buf.put_i32(m.rebalance_timeout_ms);
+            buf.put_i32(m.session_timeout_ms);
+            put_bytes(&mut buf, &m.subscription);
+            put_bytes(&mut buf, &m.assignment);
+        }
+        buf.freeze()
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Option<Self> {
+        let mut r = Reader(bytes);
+        let version = r.i16()?;
+        let protocol_type = r.string()?;
+        let generation = r.i32()?;
+        let protocol = r.nullable_string()?;
+        let leader = r.nullable_string()?;
+        let state_timestamp = if version >= 2 { r.i64()? } else { -1 };
+        let count = r.i32()?;
+        // A member takes at least 20 bytes: refuse counts the input cannot hold.
+        if count < 0 || count as usize > r.0.len() / 20 {
+            return None;
+        }
+        let mut members = Vec::with_capacity(count as usize);
+        for _ in 0..count {
+            let member_id = r.string()?;
+            let group_instance_id = if version >= 3 {
+                r.nullable_string()?
+            } else {
+                None
+            };
+            let client_id = r.string()?;
+            let client_host = r.string()?;
+            let rebalance_timeout_ms = if version >= 1 { r.i32()? } else { 0 };
+            let session_timeout_ms = r.i32()?;
+            let subscription = Bytes::copy_from_slice(r.bytes()?);
+            let assignment = Bytes::copy_from_slice(r.bytes()?);
+            members.push(StoredMember {
+                member_id,
+                group_instance_id,
+                client_id,
+                client_host,
+                rebalance_timeout_ms,
+                session_timeout_ms,
+                subscription,
+                assignment,
+            });
+        }
+        Some(Self {
+            protocol_type,
+            generation,
+            protocol,
+            leader,
+            state_timestamp,
+            members,
+        })
+    }
+}
+
+/// A cursor that checks every read against what remains.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(head)
+    }
+
+    fn i16(&mut self) -> Option<i16> {
+        Some(i16::from_be_bytes(self.take(2)?.try_into().ok()?))
+    }
+
+    fn i32(&mut self) -> Option<i32> {
+        Some(i32::from_be_bytes(self.take(4)?.try_into().ok()?))
+    }
+
+    fn i64(&mut self) -> Option<i64> {
+        Some(i64::from_be_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    fn string(&mut self) -> Option<String> {
+        let len = usize::try_from(self.i16()?).ok()?;
+        String::from_utf8(self.take(len)?.to_vec()).ok()
+    }
+
+    fn nullable_string(&mut self) -> Option<Option<String>> {
+        let len = self.i16()?;
+        if len == -1 {
+            return Some(None);
+        }
+        let len = usize::try_from(len).ok()?;
+        Some(Some(String::from_utf8(self.take(len)?.to_vec()).ok()?))
+    }
+
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let len = usize::try_from(self.i32()?).ok()?;
+        self.take(len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn records_round_trip() {
+        let key = OffsetsKey::Offset {
+            group: "billing".into(),
+            topic: "orders".into(),
+            partition: 4,
+        };
+        assert_eq!(OffsetsKey::decode(&key.encode()), Some(key));
+        let value = OffsetValue {
+            offset: 42,
+            leader_epoch: 0,
+            metadata: "m".into(),
+            commit_timestamp: 7,
+        };
+        assert_eq!(OffsetValue::decode(&value.encode()), Some(value));
+        let group = GroupValue {
+            protocol_type: "consumer".into(),
+            generation: 3,
+            protocol: Some("range".into()),
+            leader: Some("m-1".into()),
+            state_timestamp: 9,
+            members: vec![StoredMember {
+                member_id: "m-1".into(),
+                group_instance_id: Some("host-a".into()),
+                client_id: "c".into(),
+                client_host: "/127.0.0.1".into(),
+                rebalance_timeout_ms: 300_000,
+                session_timeout_ms: 45_000,
+                subscription: Bytes::from_static(b"sub"),
+                assignment: Bytes::from_static(b"asg"),
+            }],
+        };
+        assert_eq!(GroupValue::decode(&group.encode()), Some(group));
+        let key = OffsetsKey::Group { group: "g".into() };
+        assert_eq!(OffsetsKey::decode(&key.encode()), Some(key));
+    }
+
+    proptest! {
+        #[test]
+        fn garbage_never_panics(bytes: Vec<u8>) {
+            let _ = OffsetsKey::decode(&bytes);
+            let _ = OffsetValue::decode(&bytes);
+            let _ = GroupValue::decode(&bytes);
+        }
+    }
+}
