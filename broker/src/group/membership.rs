@@ -372,25 +372,29 @@ impl Group {
         if let Some(waiter) = member.sync_waiter.take() {
             let _ = waiter.send((ResponseError::FencedInstanceId.code(), Bytes::new()));
         }
-        let same_protocols = member.protocols == request.protocols;
         member.member_id = new_id.clone();
         member.client_id = request.client_id;
         member.client_host = request.client_host;
         member.session_timeout = request.session_timeout;
         member.rebalance_timeout = request.rebalance_timeout;
         member.session_deadline = now + request.session_timeout;
-        if stable && !was_leader && same_protocols {
-            return (
-                Pending::Now(self.join_result_for(&new_id, false)),
-                Changed::Store,
-            );
+        member.protocols = request.protocols;
+        // As Kafka: a returning member of a stable group keeps its assignment and nobody
+        // rebalances, as long as the protocol the group would choose stays the same. A
+        // returning leader is told the old leader id, so that it does not take itself for the
+        // leader and reassign; the group knows it by its new id.
+        if stable && self.select_protocol() == self.protocol {
+            let reply = self.join_result_for(&new_id, false);
+            if was_leader {
+                self.leader = Some(new_id);
+            }
+            return (Pending::Now(reply), Changed::Store);
         }
         if was_leader {
             self.leader = Some(new_id.clone());
         }
         let (sender, receiver) = oneshot::channel();
         if let Some(m) = self.member_mut(&new_id) {
-            m.protocols = request.protocols;
             m.join_waiter = Some(sender);
         }
         if self.state != GroupState::PreparingRebalance {
@@ -601,6 +605,13 @@ impl Group {
                 };
                 let _ = waiter.send((error_code, assignment));
             }
+        }
+    }
+
+    /// Extends a member's session: it showed it is alive (an offset commit does, as in Kafka).
+    pub(crate) fn touch(&mut self, member_id: &str, now: Instant) {
+        if let Some(m) = self.member_mut(member_id) {
+            m.session_deadline = now + m.session_timeout;
         }
     }
 

@@ -381,9 +381,13 @@ impl GroupCoordinator {
                 }
             } else {
                 group.check_member(member_id, instance_id, generation)?;
-                if group.state == GroupState::PreparingRebalance {
+                // As Kafka: a member of the current generation may commit while the group
+                // prepares a rebalance (it learns of it from its heartbeats), not between the
+                // join and the assignment.
+                if group.state == GroupState::CompletingRebalance {
                     return Err(ResponseError::RebalanceInProgress.code());
                 }
+                entry.group.touch(member_id, Instant::now());
             }
             let records: Vec<_> = offsets
                 .iter()
