@@ -2,13 +2,15 @@
 //! Kafka Streams, with a bundled broker that speaks the Apache Kafka wire protocol.
 //!
 //! This crate is what applications depend on. It re-exports the shared vocabulary of
-//! [`eddy_core`] and adds everything that does I/O: so far the [`client`]'s connections, the
-//! [`embedded`] broker and the load generators of `eddy bench`.
+//! [`eddy_core`] and adds everything that does I/O: so far the [`client`] (connections and
+//! administration), the [`embedded`] broker, the operator commands behind the `eddy` tool
+//! ([`tools`]) and the load generators of `eddy bench`.
 
 pub use eddy_core::{log, wire};
 
 pub mod bench;
 pub mod client;
+pub mod tools;
 
 #[cfg(feature = "embedded")]
 pub mod embedded;

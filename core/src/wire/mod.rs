@@ -2,6 +2,7 @@
 //!
 //! - [`batch`]: RecordBatch v2 (magic 2), the unit in which producers write, the broker stores
 //!   and consumers read records: its header, CRC-32C, records, headers and control batches.
+//! - [`consumer_protocol`]: the assignments a consumer group leader hands out.
 //! - [`compression`]: none, gzip, snappy (raw and the Java client's framing), lz4 and zstd,
 //!   with a bound on the decompressed size.
 //! - [`varint`]: the zig-zag varints of the record format.
@@ -12,6 +13,7 @@
 
 pub mod batch;
 pub mod compression;
+pub mod consumer_protocol;
 mod error;
 pub mod varint;
 

@@ -4,6 +4,8 @@
 //!   foreground until SIGINT or SIGTERM, then shuts it down cleanly.
 //! - `eddy bench produce|consume --bootstrap HOST:PORT …` measures a broker's throughput and
 //!   prints one JSON line of figures.
+//! - `eddy groups list | describe --group G | reset-offsets --group G --topic T …` shows and
+//!   moves consumer groups, as Kafka's `kafka-consumer-groups.sh` does.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -33,6 +35,56 @@ enum Command {
     /// Measure a broker's produce or consume throughput.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Show consumer groups, their lag, and move their offsets.
+    #[command(subcommand)]
+    Groups(GroupsCommand),
+}
+
+#[derive(Subcommand)]
+enum GroupsCommand {
+    /// The ids of every group.
+    List {
+        /// The broker, as host:port.
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+    },
+    /// A group's partitions: committed offset, end, lag and consumer.
+    Describe {
+        /// The broker, as host:port.
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        /// The group.
+        #[arg(long)]
+        group: String,
+    },
+    /// Move a group's offsets in a topic (a dry run unless --execute); the group must have no
+    /// active members.
+    ResetOffsets {
+        /// The broker, as host:port.
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        /// The group.
+        #[arg(long)]
+        group: String,
+        /// The topic whose partitions move.
+        #[arg(long)]
+        topic: String,
+        /// To the first offset of each partition.
+        #[arg(long, group = "target")]
+        to_earliest: bool,
+        /// To the end of each partition.
+        #[arg(long, group = "target")]
+        to_latest: bool,
+        /// To the first record at or after a time, like 2026-11-29T10:00:00Z.
+        #[arg(long, group = "target")]
+        to_datetime: Option<String>,
+        /// By this many records from the committed offsets (negative to go back).
+        #[arg(long, group = "target", allow_negative_numbers = true)]
+        shift_by: Option<i64>,
+        /// Commit the new offsets (without it, only print them).
+        #[arg(long)]
+        execute: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -116,6 +168,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Broker(args) => run_broker(args).await,
             Command::Bench(command) => run_bench(command).await,
+            Command::Groups(command) => run_groups(command).await,
         }
     });
     match result {
@@ -184,6 +237,52 @@ async fn run_bench(command: BenchCommand) -> std::io::Result<()> {
         figures.records_per_sec(),
         figures.mb_per_sec()
     );
+    Ok(())
+}
+
+async fn run_groups(command: GroupsCommand) -> std::io::Result<()> {
+    use eddy::tools::groups::{self, ResetTarget};
+    let (bootstrap, work) = match command {
+        GroupsCommand::List { bootstrap } => (bootstrap, None),
+        GroupsCommand::Describe { bootstrap, group } => (bootstrap, Some((group, None))),
+        GroupsCommand::ResetOffsets {
+            bootstrap,
+            group,
+            topic,
+            to_earliest,
+            to_latest,
+            to_datetime,
+            shift_by,
+            execute,
+        } => {
+            let target = match (to_earliest, to_latest, to_datetime, shift_by) {
+                (true, ..) => ResetTarget::Earliest,
+                (_, true, ..) => ResetTarget::Latest,
+                (_, _, Some(at), _) => ResetTarget::Datetime(
+                    eddy::tools::parse_datetime(&at).map_err(std::io::Error::other)?,
+                ),
+                (_, _, _, Some(n)) => ResetTarget::ShiftBy(n),
+                _ => {
+                    return Err(std::io::Error::other(
+                        "say where to: --to-earliest, --to-latest, --to-datetime or --shift-by",
+                    ))
+                }
+            };
+            (bootstrap, Some((group, Some((topic, target, execute)))))
+        }
+    };
+    let admin = eddy::client::Admin::connect(&bootstrap)
+        .await
+        .map_err(std::io::Error::other)?;
+    let text = match work {
+        None => groups::list(&admin).await,
+        Some((group, None)) => groups::describe(&admin, &group).await,
+        Some((group, Some((topic, target, execute)))) => {
+            groups::reset_offsets(&admin, &group, &topic, target, execute).await
+        }
+    }
+    .map_err(std::io::Error::other)?;
+    print!("{text}");
     Ok(())
 }
 

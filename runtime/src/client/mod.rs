@@ -2,10 +2,13 @@
 //! `eddy broker`, Apache Kafka or Redpanda — through the wire protocol only.
 //!
 //! So far it holds the foundation: a [`Connection`] that pipelines typed requests over one
-//! TCP connection and matches responses by correlation id.
+//! TCP connection and matches responses by correlation id, and an [`Admin`] client for groups
+//! and offsets.
 
+mod admin;
 mod connection;
 
+pub use admin::{Admin, GroupDescription, GroupMember, ListedGroup, OffsetSpec};
 pub use connection::Connection;
 
 /// The Kafka protocol's message types, for requests sent through a [`Connection`].
@@ -25,6 +28,16 @@ pub enum ClientError {
     /// The broker closed the connection before answering.
     #[error("the connection to {0} closed before the response arrived")]
     Closed(String),
+    /// The broker answered with an error code.
+    #[error("{what} refused by {addr}: {}", error_name(*code))]
+    Refused {
+        /// The broker's address.
+        addr: String,
+        /// What was asked.
+        what: String,
+        /// Kafka's error code.
+        code: i16,
+    },
     /// A request could not be encoded or a response decoded.
     #[error("protocol error with {addr}: {reason}")]
     Protocol {
@@ -33,4 +46,12 @@ pub enum ClientError {
         /// What the codec reported.
         reason: String,
     },
+}
+
+/// Kafka's name for an error code.
+fn error_name(code: i16) -> String {
+    match kafka_protocol::error::ResponseError::try_from_code(code) {
+        Some(e) => format!("{e} (error {code})"),
+        None => "no error".to_string(),
+    }
 }

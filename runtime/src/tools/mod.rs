@@ -1,0 +1,7 @@
+//! The operator commands of the `eddy` tool, as functions that return the text to print, so
+//! they can be tested (and snapshot-tested) without a process.
+
+pub mod groups;
+mod time;
+
+pub use time::parse_datetime;
