@@ -626,13 +626,24 @@ impl GroupCoordinator {
         }
     }
 
-    /// Deletes the offsets of groups that have had no members for `offsets_retention`.
+    /// Deletes the offsets of groups that have had no members and no commits for
+    /// `offsets_retention`: counted from the group's last state change or its newest commit,
+    /// whichever is later (KIP-211), so a group that commits without members keeps them.
     async fn expire_offsets(&self, wall_ms: i64) {
         let retention = self.config.offsets_retention.as_millis() as i64;
         let expired: Vec<String> = self
             .lock()
             .values()
-            .filter(|e| e.group.members.is_empty() && wall_ms - e.group.state_timestamp > retention)
+            .filter(|e| {
+                let newest_commit = e
+                    .offsets
+                    .values()
+                    .map(|o| o.commit_timestamp)
+                    .max()
+                    .unwrap_or(0);
+                let last_activity = e.group.state_timestamp.max(newest_commit);
+                e.group.members.is_empty() && wall_ms - last_activity > retention
+            })
             .map(|e| e.group.id.clone())
             .collect();
         if !expired.is_empty() {
@@ -706,6 +717,73 @@ fn apply_record(groups: &mut HashMap<String, GroupEntry>, record: &Record) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn coordinator_in(dir: &std::path::Path, partitions: i32) -> GroupCoordinator {
+        let logs = (0..partitions)
+            .map(|p| {
+                let tp = eddy_core::log::TopicPartition::new(OFFSETS_TOPIC, p);
+                Arc::new(
+                    Partition::open(tp, &dir.join(p.to_string()), Default::default(), 0).unwrap(),
+                )
+            })
+            .collect();
+        GroupCoordinator::open(GroupConfig::default(), logs).unwrap()
+    }
+
+    fn offset(offset: i64, commit_timestamp: i64) -> OffsetValue {
+        OffsetValue {
+            offset,
+            leader_epoch: -1,
+            metadata: String::new(),
+            commit_timestamp,
+        }
+    }
+
+    #[tokio::test]
+    async fn offsets_of_idle_groups_expire_and_stay_expired() {
+        let dir = tempfile::tempdir().unwrap();
+        let coordinator = coordinator_in(dir.path(), 3);
+        let day = 24 * 3_600_000;
+        let recent = now_ms();
+        let commit = |group: &'static str, at: i64| {
+            coordinator.commit_offsets(
+                group,
+                -1,
+                "",
+                None,
+                vec![("orders".into(), 0, offset(7, at))],
+            )
+        };
+        commit("idle", recent - 8 * day).await.unwrap();
+        commit("active", recent - 8 * day).await.unwrap();
+        commit("active", recent - day).await.unwrap();
+        coordinator.expire_offsets(recent).await;
+        let fetched =
+            |c: &GroupCoordinator, group| c.fetch_offsets(group, Some(vec![("orders".into(), 0)]));
+        assert_eq!(
+            fetched(&coordinator, "idle")[0].2,
+            None,
+            "7 days idle: expired"
+        );
+        assert_eq!(
+            fetched(&coordinator, "active")[0]
+                .2
+                .as_ref()
+                .map(|o| o.offset),
+            Some(7)
+        );
+        drop(coordinator);
+        let replayed = coordinator_in(dir.path(), 3);
+        assert_eq!(
+            fetched(&replayed, "idle")[0].2,
+            None,
+            "the expiry was stored"
+        );
+        assert_eq!(
+            fetched(&replayed, "active")[0].2.as_ref().map(|o| o.offset),
+            Some(7)
+        );
+    }
 
     /// (group id, Java's `hashCode`, partition of 50), printed by Java 17.
     const JAVA: &[(&str, i32, usize)] = &[
