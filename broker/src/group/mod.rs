@@ -62,6 +62,9 @@ impl Default for GroupConfig {
 struct GroupEntry {
     group: Group,
     offsets: HashMap<(String, i32), OffsetValue>,
+    /// The `__consumer_offsets` offset of the record behind each committed offset: commits
+    /// become visible in the order they were appended, whatever order their fsyncs end in.
+    applied_at: HashMap<(String, i32), i64>,
 }
 
 impl GroupEntry {
@@ -69,6 +72,15 @@ impl GroupEntry {
         Self {
             group: Group::new(id),
             offsets: HashMap::new(),
+            applied_at: HashMap::new(),
+        }
+    }
+
+    /// Records a committed offset stored at `log_offset`, unless a later one was already.
+    fn apply_offset(&mut self, key: (String, i32), value: OffsetValue, log_offset: i64) {
+        if self.applied_at.get(&key).is_none_or(|&at| log_offset > at) {
+            self.applied_at.insert(key.clone(), log_offset);
+            self.offsets.insert(key, value);
         }
     }
 }
@@ -165,7 +177,7 @@ impl GroupCoordinator {
                     let (_, decoded) = decode_records(&fetched.records.slice_ref(bytes), 64 << 20)?;
                     for r in decoded {
                         records += 1;
-                        apply_record(&mut groups, &r.record);
+                        apply_record(&mut groups, &r.record, r.offset);
                     }
                 }
             }
@@ -404,6 +416,10 @@ impl GroupCoordinator {
                 .collect();
             self.append(group_id, &records)
         };
+        let log_offset = match &appended {
+            Ok(Appended(Some((_, last_offset)))) => *last_offset,
+            _ => -1,
+        };
         store(appended).await.map_err(|e| {
             tracing::error!(group = group_id, error = %e, "could not store offsets");
             ResponseError::CoordinatorNotAvailable.code()
@@ -412,7 +428,7 @@ impl GroupCoordinator {
         if let Some(entry) = groups.get_mut(group_id) {
             for ((topic, partition, value), code) in offsets.into_iter().zip(&codes) {
                 if *code == 0 {
-                    entry.offsets.insert((topic, partition), value);
+                    entry.apply_offset((topic, partition), value, log_offset);
                 }
             }
         }
@@ -576,6 +592,7 @@ impl GroupCoordinator {
                 .filter(|(_, c)| **c == 0)
                 .map(|((t, p), _)| {
                     entry.offsets.remove(&(t.clone(), *p));
+                    entry.applied_at.remove(&(t.clone(), *p));
                     (
                         OffsetsKey::Offset {
                             group: group_id.to_string(),
@@ -661,7 +678,7 @@ async fn store(appended: Result<Appended, StorageError>) -> Result<(), StorageEr
 }
 
 /// Applies one record of `__consumer_offsets` during replay.
-fn apply_record(groups: &mut HashMap<String, GroupEntry>, record: &Record) {
+fn apply_record(groups: &mut HashMap<String, GroupEntry>, record: &Record, log_offset: i64) {
     let Some(key) = record.key.as_deref().and_then(OffsetsKey::decode) else {
         tracing::warn!("skipping a record of {OFFSETS_TOPIC} with an unknown key");
         return;
@@ -678,7 +695,7 @@ fn apply_record(groups: &mut HashMap<String, GroupEntry>, record: &Record) {
                 let entry = groups
                     .entry(group_id.clone())
                     .or_insert_with(|| GroupEntry::new(&group_id));
-                entry.offsets.insert((topic, partition), v);
+                entry.apply_offset((topic, partition), v, log_offset);
             }
             None => tracing::warn!(group = %group_id, "skipping a malformed offset record"),
         },
@@ -689,22 +706,16 @@ fn apply_record(groups: &mut HashMap<String, GroupEntry>, record: &Record) {
             None,
         ) => {
             if let Some(e) = groups.get_mut(&group_id) {
+                e.applied_at.remove(&(topic.clone(), partition));
                 e.offsets.remove(&(topic, partition));
             }
         }
         (OffsetsKey::Group { .. }, Some(value)) => match GroupValue::decode(value) {
             Some(stored) => {
-                let offsets = groups
-                    .remove(&group_id)
-                    .map(|e| e.offsets)
-                    .unwrap_or_default();
-                groups.insert(
-                    group_id.clone(),
-                    GroupEntry {
-                        group: Group::restored(&group_id, &stored),
-                        offsets,
-                    },
-                );
+                let entry = groups
+                    .entry(group_id.clone())
+                    .or_insert_with(|| GroupEntry::new(&group_id));
+                entry.group = Group::restored(&group_id, &stored);
             }
             None => tracing::warn!(group = %group_id, "skipping a malformed group record"),
         },
@@ -783,6 +794,19 @@ mod tests {
             fetched(&replayed, "active")[0].2.as_ref().map(|o| o.offset),
             Some(7)
         );
+    }
+
+    #[test]
+    fn a_commit_appended_earlier_but_applied_later_does_not_win() {
+        // Two commits of one partition: appended at log offsets 9 and 10, their fsync waits
+        // ending in the other order.
+        let mut entry = GroupEntry::new("g");
+        let key = ("t".to_string(), 0);
+        entry.apply_offset(key.clone(), offset(200, 0), 10);
+        entry.apply_offset(key.clone(), offset(100, 0), 9);
+        assert_eq!(entry.offsets[&key].offset, 200);
+        entry.apply_offset(key.clone(), offset(300, 0), 11);
+        assert_eq!(entry.offsets[&key].offset, 300);
     }
 
     /// (group id, Java's `hashCode`, partition of 50), printed by Java 17.
