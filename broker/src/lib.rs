@@ -27,6 +27,7 @@ pub mod metadata;
 mod server;
 mod state;
 pub mod storage;
+pub mod txn;
 
 use std::io;
 use std::net::SocketAddr;

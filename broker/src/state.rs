@@ -11,6 +11,7 @@ use crate::config::BrokerConfig;
 use crate::group::{GroupCoordinator, OFFSETS_TOPIC};
 use crate::metadata::{configs, Metadata, MetadataError, Topic};
 use crate::storage::{LogConfig, LogStore, Partition};
+use crate::txn::ProducerIds;
 
 /// Everything a request can reach.
 #[derive(Debug)]
@@ -19,6 +20,7 @@ pub(crate) struct BrokerState {
     pub(crate) metadata: Metadata,
     pub(crate) logs: LogStore,
     pub(crate) groups: Arc<GroupCoordinator>,
+    pub(crate) producer_ids: ProducerIds,
     pub(crate) cluster_id: String,
     /// Host and port clients are told to use.
     pub(crate) advertised: (String, u16),
@@ -75,11 +77,13 @@ impl BrokerState {
             .collect();
         let groups = GroupCoordinator::open(config.groups.clone(), offsets_log)
             .map_err(|e| io::Error::other(format!("cannot replay {OFFSETS_TOPIC}: {e}")))?;
+        let config_dir = config.data_dir.clone();
         let state = Self {
             config,
             metadata,
             logs,
             groups: Arc::new(groups),
+            producer_ids: ProducerIds::open(&config_dir)?,
             cluster_id,
             advertised,
         };

@@ -82,10 +82,9 @@ def test_confluent_kafka_acks_all_headers_and_timestamps(broker, topic_name):
 def test_kafka_python_round_trip(broker, topic_name):
     partitions = 4
     create_topic(broker.bootstrap, topic_name, partitions)
-    # Idempotence (kafka-python 3's default) has suites of its own; this one is about
-    # produce and fetch.
+    # kafka-python 3 is idempotent by default: InitProducerId and sequence numbers.
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=5,
-                             enable_idempotence=False, max_in_flight_requests_per_connection=1)
+                             max_in_flight_requests_per_connection=1)
     base = int(time.time() * 1000) - 60_000
     count = 1_000
     futures = []

@@ -30,6 +30,7 @@ const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::InitProducerId, 0, 4),
 ];
 
 /// The (lowest, highest) version served of `api`, if it is served.

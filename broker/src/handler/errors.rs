@@ -13,6 +13,9 @@ pub(crate) fn storage_code(error: &StorageError) -> i16 {
         StorageError::BatchTooLarge { .. } => ResponseError::MessageTooLarge.code(),
         StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange.code(),
         StorageError::Deleted => ResponseError::UnknownTopicOrPartition.code(),
+        StorageError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber.code(),
+        StorageError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch.code(),
+        StorageError::DuplicateSequence { .. } => ResponseError::DuplicateSequenceNumber.code(),
         StorageError::Io(_) => ResponseError::KafkaStorageError.code(),
     }
 }

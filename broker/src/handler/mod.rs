@@ -16,6 +16,7 @@ mod list_offsets;
 mod metadata;
 mod offsets;
 mod produce;
+mod producer_ids;
 mod topics;
 
 use std::sync::Arc;
@@ -209,6 +210,7 @@ pub(crate) fn handle(
         ApiKey::OffsetCommit => offsets::commit(state, ctx.clone(), decode(&ctx, body)?),
         ApiKey::OffsetFetch => offsets::fetch(state, &ctx, decode(&ctx, body)?),
         ApiKey::OffsetDelete => offsets::delete(state, ctx.clone(), decode(&ctx, body)?),
+        ApiKey::InitProducerId => producer_ids::init(state, &ctx, decode(&ctx, body)?),
         _ => Err(ProtocolError::UnknownApi(api_key)),
     }?;
     if body.has_remaining() {

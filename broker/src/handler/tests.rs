@@ -47,6 +47,7 @@ const SERVED: &[ApiKey] = &[
     ApiKey::ListGroups,
     ApiKey::DeleteGroups,
     ApiKey::OffsetDelete,
+    ApiKey::InitProducerId,
 ];
 
 fn frame(api: ApiKey, version: i16, rest: &[u8]) -> Bytes {

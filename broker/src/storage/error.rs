@@ -30,6 +30,32 @@ pub enum StorageError {
         /// The offset the next append will get.
         log_end_offset: Offset,
     },
+    /// An idempotent producer's batch does not follow on from its last one.
+    #[error("producer {producer_id}: sequence {got} where {expected} was due")]
+    OutOfOrderSequence {
+        /// The producer.
+        producer_id: i64,
+        /// The batch's first sequence number.
+        got: i32,
+        /// The sequence number that would follow on.
+        expected: i32,
+    },
+    /// An idempotent producer's epoch is older than one the partition has seen.
+    #[error("producer {producer_id}: epoch {got} is older than epoch {current}")]
+    InvalidProducerEpoch {
+        /// The producer.
+        producer_id: i64,
+        /// The batch's epoch.
+        got: i16,
+        /// The newest epoch seen.
+        current: i16,
+    },
+    /// A retried batch arrived together with others in one request.
+    #[error("producer {producer_id}: a batch already written, sent again with other batches")]
+    DuplicateSequence {
+        /// The producer.
+        producer_id: i64,
+    },
     /// The partition was deleted while the operation ran.
     #[error("the partition was deleted")]
     Deleted,

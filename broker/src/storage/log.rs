@@ -13,6 +13,7 @@ use eddy_core::wire::batch::{self, BatchHeader, Batches};
 use super::compaction::{self, SegmentToClean};
 use super::config::LogConfig;
 use super::index::write_synced;
+use super::producers::{ProducerStates, SequenceCheck};
 use super::read::ReadPlan;
 use super::segment::{self, Segment, Truncation};
 use super::StorageError;
@@ -39,6 +40,8 @@ pub(crate) struct Log {
     /// Segments by base offset; the last is the active one. Never empty.
     segments: BTreeMap<Offset, Segment>,
     log_start_offset: Offset,
+    /// Idempotent producers' last batches, rebuilt from the log at open.
+    producers: ProducerStates,
     /// Scratch space for the batches of one append, reused.
     scratch: Vec<u8>,
     headers: Vec<BatchHeader>,
@@ -94,9 +97,15 @@ impl Log {
             config,
             segments,
             log_start_offset: first_base,
+            producers: ProducerStates::default(),
             scratch: Vec::new(),
             headers: Vec::new(),
         };
+        // Rebuild the producers' state from the batch headers of the whole log.
+        for segment in log.segments.values() {
+            let producers = &mut log.producers;
+            segment.for_each_header(|h| producers.record(h))?;
+        }
         log.log_start_offset = saved_start
             .unwrap_or(first_base)
             .clamp(first_base, log.next_offset());
@@ -168,6 +177,10 @@ impl Log {
             return Err(StorageError::InvalidBatch("no record batch".into()));
         }
 
+        if let Some(duplicate) = self.check_producers()? {
+            return Ok((duplicate, None));
+        }
+
         let durable_by_roll = if self.should_roll(records.len() as u64, now_ms) {
             Some(self.roll(now_ms)?)
         } else {
@@ -203,6 +216,9 @@ impl Log {
             let _ = segment.truncate_to(size_before, next_before);
             return Err(e.into());
         }
+        for header in &self.headers {
+            self.producers.record(header);
+        }
         Ok((
             AppendInfo {
                 base_offset,
@@ -216,6 +232,67 @@ impl Log {
             },
             durable_by_roll,
         ))
+    }
+
+    /// Checks the batches of idempotent producers against what the partition has seen. A
+    /// request that is one batch written before gets that batch's offsets back (and nothing is
+    /// written); a gap in sequence numbers or an old epoch is refused.
+    fn check_producers(&self) -> Result<Option<AppendInfo>, StorageError> {
+        let mut in_this_request: Vec<(i64, i32)> = Vec::new();
+        for header in self
+            .headers
+            .iter()
+            .filter(|h| h.producer_id >= 0 && !h.is_control())
+        {
+            let producer_id = header.producer_id;
+            let previous = in_this_request
+                .iter()
+                .find(|(p, _)| *p == producer_id)
+                .map(|&(_, s)| s);
+            let check = match previous {
+                Some(last) if header.base_sequence == last.wrapping_add(1).max(0) => {
+                    SequenceCheck::Append
+                }
+                Some(last) => SequenceCheck::OutOfOrder {
+                    expected: last.wrapping_add(1).max(0),
+                },
+                None => self.producers.check(header),
+            };
+            match check {
+                SequenceCheck::Append => {
+                    in_this_request.push((producer_id, header.last_sequence()))
+                }
+                SequenceCheck::Duplicate {
+                    base_offset,
+                    last_offset,
+                } if self.headers.len() == 1 => {
+                    return Ok(Some(AppendInfo {
+                        base_offset,
+                        last_offset,
+                        log_append_time: -1,
+                        log_start_offset: self.log_start_offset,
+                    }));
+                }
+                SequenceCheck::Duplicate { .. } => {
+                    return Err(StorageError::DuplicateSequence { producer_id })
+                }
+                SequenceCheck::StaleEpoch { current } => {
+                    return Err(StorageError::InvalidProducerEpoch {
+                        producer_id,
+                        got: header.producer_epoch,
+                        current,
+                    })
+                }
+                SequenceCheck::OutOfOrder { expected } => {
+                    return Err(StorageError::OutOfOrderSequence {
+                        producer_id,
+                        got: header.base_sequence,
+                        expected,
+                    })
+                }
+            }
+        }
+        Ok(None)
     }
 
     fn should_roll(&self, incoming: u64, now_ms: i64) -> bool {

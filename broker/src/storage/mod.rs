@@ -35,6 +35,7 @@ mod error;
 mod index;
 mod log;
 mod partition;
+mod producers;
 mod read;
 mod retention;
 mod segment;

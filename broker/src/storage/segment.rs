@@ -257,6 +257,21 @@ impl Segment {
         Ok(())
     }
 
+    /// Calls `f` with the header of every batch of the segment, in order, reading only the
+    /// headers.
+    pub(crate) fn for_each_header(&self, mut f: impl FnMut(&BatchHeader)) -> io::Result<()> {
+        let mut position = 0u64;
+        let mut header_bytes = [0u8; HEADER_LEN];
+        while position + HEADER_LEN as u64 <= self.size {
+            self.file.read_exact_at(&mut header_bytes, position)?;
+            let header = BatchHeader::parse(&header_bytes)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            f(&header);
+            position += header.size() as u64;
+        }
+        Ok(())
+    }
+
     /// Where to start looking for `offset`: the position of an indexed batch at or before it.
     pub(crate) fn position_for(&self, offset: Offset) -> u64 {
         let relative = (offset - self.base_offset).clamp(0, u32::MAX as i64) as u32;

@@ -576,3 +576,74 @@ async fn segments_roll_by_age_too() {
     partition.wait_durable(info.last_offset).await.unwrap();
     assert_eq!(read_all(&partition, 0), values(0..6));
 }
+
+fn idempotent_batch(
+    producer: i64,
+    epoch: i16,
+    sequence: i32,
+    first: usize,
+    count: usize,
+) -> Vec<u8> {
+    let mut builder = BatchBuilder::new(Compression::None).producer(producer, epoch, sequence);
+    for i in first..first + count {
+        builder.append(&Record::new("k", format!("value-{i:06}"), 0));
+    }
+    builder.build(0).unwrap()
+}
+
+#[tokio::test]
+async fn an_idempotent_producers_retries_are_written_once_even_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let partition = open(dir.path(), LogConfig::default());
+    let first = partition
+        .append(&idempotent_batch(7, 0, 0, 0, 3), 0)
+        .unwrap();
+    let second = partition
+        .append(&idempotent_batch(7, 0, 3, 3, 2), 0)
+        .unwrap();
+    assert_eq!((first.base_offset, second.base_offset), (0, 3));
+    // A retry of the first batch: its offsets again, nothing written.
+    let retry = partition
+        .append(&idempotent_batch(7, 0, 0, 0, 3), 0)
+        .unwrap();
+    assert_eq!((retry.base_offset, retry.last_offset), (0, 2));
+    assert_eq!(partition.log_end_offset(), 5);
+    // A gap and an old epoch are refused.
+    assert!(matches!(
+        partition.append(&idempotent_batch(7, 0, 9, 5, 1), 0),
+        Err(StorageError::OutOfOrderSequence {
+            expected: 5,
+            got: 9,
+            ..
+        })
+    ));
+    partition
+        .append(&idempotent_batch(7, 1, 0, 5, 1), 0)
+        .unwrap();
+    assert!(matches!(
+        partition.append(&idempotent_batch(7, 0, 5, 6, 1), 0),
+        Err(StorageError::InvalidProducerEpoch { current: 1, .. })
+    ));
+    partition.wait_durable(5).await.unwrap();
+    drop(partition);
+
+    // After a restart the producers' state is rebuilt from the log.
+    let reopened = open(dir.path(), LogConfig::default());
+    let retry = reopened
+        .append(&idempotent_batch(7, 1, 0, 5, 1), 0)
+        .unwrap();
+    assert_eq!(
+        retry.base_offset, 5,
+        "the retry is recognised after the restart"
+    );
+    assert_eq!(reopened.log_end_offset(), 6);
+    assert_eq!(
+        reopened
+            .append(&idempotent_batch(7, 1, 1, 6, 1), 0)
+            .unwrap()
+            .base_offset,
+        6
+    );
+    reopened.wait_durable(6).await.unwrap();
+    assert_eq!(read_all(&reopened, 0), values(0..7));
+}
