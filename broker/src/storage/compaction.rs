@@ -20,6 +20,7 @@ use bytes::{Bytes, BytesMut};
 use eddy_core::log::{Offset, Timestamp};
 use eddy_core::wire::batch::{decode_records, BatchBuilder, BatchHeader, HEADER_LEN};
 
+use super::segment::read_header_at;
 use super::StorageError;
 
 /// The largest a batch may grow when decompressed during compaction.
@@ -51,10 +52,8 @@ fn for_each_batch(
     mut f: impl FnMut(BatchHeader, Bytes) -> Result<(), StorageError>,
 ) -> Result<(), StorageError> {
     let mut position = 0u64;
-    let mut header_bytes = [0u8; HEADER_LEN];
     while position + HEADER_LEN as u64 <= segment.size {
-        segment.file.read_exact_at(&mut header_bytes, position)?;
-        let header = BatchHeader::parse(&header_bytes)?;
+        let header = read_header_at(&segment.file, position)?;
         let mut bytes = BytesMut::zeroed(header.size());
         segment.file.read_exact_at(&mut bytes, position)?;
         position += header.size() as u64;

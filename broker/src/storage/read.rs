@@ -12,6 +12,8 @@ use bytes::BytesMut;
 use eddy_core::log::{Offset, Timestamp};
 use eddy_core::wire::batch::{decode_records, BatchHeader, HEADER_LEN};
 
+use super::segment::read_header_at;
+
 /// Where to read one partition's batches from.
 #[derive(Debug, Clone)]
 pub(crate) struct ReadPlan {
@@ -49,11 +51,8 @@ impl ReadPlan {
         if end > self.end_position || first.last_offset() >= self.upper_bound {
             return Ok(None);
         }
-        let mut header_bytes = [0u8; HEADER_LEN];
         while end + HEADER_LEN as u64 <= self.end_position {
-            self.file.read_exact_at(&mut header_bytes, end)?;
-            let header = BatchHeader::parse(&header_bytes)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            let header = read_header_at(&self.file, end)?;
             let next_end = end + header.size() as u64;
             if next_end > self.end_position
                 || next_end - start > max_bytes as u64
@@ -74,11 +73,8 @@ impl ReadPlan {
     /// and which starts below the upper bound.
     fn find_first_batch(&self) -> io::Result<Option<(u64, BatchHeader)>> {
         let mut position = self.start_position;
-        let mut header_bytes = [0u8; HEADER_LEN];
         while position + HEADER_LEN as u64 <= self.end_position {
-            self.file.read_exact_at(&mut header_bytes, position)?;
-            let header = BatchHeader::parse(&header_bytes)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            let header = read_header_at(&self.file, position)?;
             if header.base_offset >= self.upper_bound {
                 return Ok(None);
             }
@@ -97,11 +93,8 @@ impl ReadPlan {
         timestamp: Timestamp,
     ) -> io::Result<Option<(Offset, Timestamp)>> {
         let mut position = self.start_position;
-        let mut header_bytes = [0u8; HEADER_LEN];
         while position + HEADER_LEN as u64 <= self.end_position {
-            self.file.read_exact_at(&mut header_bytes, position)?;
-            let header = BatchHeader::parse(&header_bytes)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            let header = read_header_at(&self.file, position)?;
             if header.base_offset >= self.upper_bound {
                 return Ok(None);
             }

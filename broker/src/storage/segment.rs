@@ -16,6 +16,13 @@ use super::index::{OffsetIndex, TimeIndex};
 /// The largest offset a segment may hold relative to its base (the indexes store u32).
 pub(crate) const MAX_RELATIVE_OFFSET: i64 = (u32::MAX / 2) as i64;
 
+/// The header of the batch that starts at `position` of a segment file.
+pub(crate) fn read_header_at(file: &File, position: u64) -> io::Result<BatchHeader> {
+    let mut bytes = [0u8; HEADER_LEN];
+    file.read_exact_at(&mut bytes, position)?;
+    BatchHeader::parse(&bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
 /// The file name of the segment whose first offset is `base_offset`, with `extension`.
 pub(crate) fn file_name(base_offset: Offset, extension: &str) -> String {
     format!("{base_offset:020}.{extension}")
@@ -76,7 +83,24 @@ impl Segment {
             .create(true)
             .truncate(true)
             .open(&path)?;
-        Ok(Self {
+        Ok(Self::unread(
+            base_offset,
+            file,
+            path,
+            index_interval,
+            now_ms,
+        ))
+    }
+
+    /// A segment over `file` of which nothing is known yet.
+    fn unread(
+        base_offset: Offset,
+        file: File,
+        path: PathBuf,
+        index_interval: u64,
+        now_ms: i64,
+    ) -> Self {
+        Self {
             base_offset,
             file: Arc::new(file),
             path,
@@ -88,7 +112,7 @@ impl Segment {
             time_index: TimeIndex::default(),
             bytes_since_index: 0,
             index_interval,
-        })
+        }
     }
 
     /// Opens an existing segment. With `verify`, every batch is checked (length, magic, CRC,
@@ -107,19 +131,7 @@ impl Segment {
         let path = dir.join(file_name(base_offset, "log"));
         let file = OpenOptions::new().read(true).write(true).open(&path)?;
         let file_size = file.metadata()?.len();
-        let mut segment = Self {
-            base_offset,
-            file: Arc::new(file),
-            path,
-            size: 0,
-            next_offset: base_offset,
-            max_timestamp: -1,
-            created_ms: now_ms,
-            offset_index: OffsetIndex::default(),
-            time_index: TimeIndex::default(),
-            bytes_since_index: 0,
-            index_interval,
-        };
+        let mut segment = Self::unread(base_offset, file, path, index_interval, now_ms);
         if !verify {
             if let Some(()) = segment.load_saved_indexes(file_size) {
                 return Ok((segment, None));
@@ -140,10 +152,8 @@ impl Segment {
         // Walk the headers after the last indexed batch to find the end.
         let mut position = u64::from(last_position);
         let mut next = self.base_offset;
-        let mut header_bytes = [0u8; HEADER_LEN];
         while position < file_size {
-            self.file.read_exact_at(&mut header_bytes, position).ok()?;
-            let header = BatchHeader::parse(&header_bytes).ok()?;
+            let header = read_header_at(&self.file, position).ok()?;
             if position + header.size() as u64 > file_size {
                 return None;
             }
@@ -261,11 +271,8 @@ impl Segment {
     /// headers.
     pub(crate) fn for_each_header(&self, mut f: impl FnMut(&BatchHeader)) -> io::Result<()> {
         let mut position = 0u64;
-        let mut header_bytes = [0u8; HEADER_LEN];
         while position + HEADER_LEN as u64 <= self.size {
-            self.file.read_exact_at(&mut header_bytes, position)?;
-            let header = BatchHeader::parse(&header_bytes)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            let header = read_header_at(&self.file, position)?;
             f(&header);
             position += header.size() as u64;
         }
