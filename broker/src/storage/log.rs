@@ -101,11 +101,7 @@ impl Log {
             scratch: Vec::new(),
             headers: Vec::new(),
         };
-        // Rebuild the producers' state from the batch headers of the whole log.
-        for segment in log.segments.values() {
-            let producers = &mut log.producers;
-            segment.for_each_header(|h| producers.record(h))?;
-        }
+        log.load_producers()?;
         log.log_start_offset = saved_start
             .unwrap_or(first_base)
             .clamp(first_base, log.next_offset());
@@ -234,6 +230,65 @@ impl Log {
         ))
     }
 
+    /// Rebuilds the producers' state: the newest valid snapshot at or below the log's end,
+    /// then the headers of the batches after it.
+    fn load_producers(&mut self) -> io::Result<()> {
+        let end = self.next_offset();
+        let mut snapshots: Vec<Offset> = fs::read_dir(&self.dir)?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.strip_suffix(".snapshot")?.parse::<Offset>().ok()
+            })
+            .filter(|&offset| offset <= end)
+            .collect();
+        snapshots.sort_unstable();
+        let mut from = Offset::MIN;
+        while let Some(offset) = snapshots.pop() {
+            let bytes = fs::read(self.dir.join(segment::file_name(offset, "snapshot")))?;
+            if let Some(states) = ProducerStates::decode_snapshot(&bytes) {
+                self.producers = states;
+                from = offset;
+                break;
+            }
+            tracing::warn!(dir = %self.dir.display(), offset, "ignoring a damaged producer snapshot");
+        }
+        for segment in self.segments.values().filter(|s| s.next_offset > from) {
+            let producers = &mut self.producers;
+            segment.for_each_header(|h| {
+                if h.base_offset >= from {
+                    producers.record(h);
+                }
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Saves the producers' state as of the log's end, keeping the two newest snapshots.
+    fn save_producers(&self) -> io::Result<()> {
+        let end = self.next_offset();
+        write_synced(
+            &self.dir.join(segment::file_name(end, "snapshot")),
+            &self.producers.encode_snapshot(),
+        )?;
+        let mut older: Vec<Offset> = fs::read_dir(&self.dir)?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .strip_suffix(".snapshot")?
+                    .parse()
+                    .ok()
+            })
+            .filter(|&offset: &Offset| offset < end)
+            .collect();
+        older.sort_unstable();
+        for offset in older.iter().rev().skip(1) {
+            fs::remove_file(self.dir.join(segment::file_name(*offset, "snapshot")))?;
+        }
+        Ok(())
+    }
+
     /// Checks the batches of idempotent producers against what the partition has seen. A
     /// request that is one batch written before gets that batch's offsets back (and nothing is
     /// written); a gap in sequence numbers or an old epoch is refused.
@@ -310,6 +365,7 @@ impl Log {
     pub(crate) fn roll(&mut self, now_ms: i64) -> io::Result<Offset> {
         let next = self.next_offset();
         self.active().close_for_appends()?;
+        self.save_producers()?;
         let segment = Segment::create(&self.dir, next, self.config.index_interval_bytes, now_ms)?;
         sync_dir(&self.dir)?;
         self.segments.insert(next, segment);
@@ -419,9 +475,11 @@ impl Log {
         Ok(())
     }
 
-    /// Writes the active segment's indexes and syncs it, for a clean shutdown.
+    /// Writes the active segment's indexes, syncs it and saves the producers' state, for a
+    /// clean shutdown.
     pub(crate) fn close(&self) -> io::Result<()> {
-        self.active().close_for_appends()
+        self.active().close_for_appends()?;
+        self.save_producers()
     }
 
     /// The closed segments, for compaction.
