@@ -28,6 +28,8 @@
 //! offsets increasing) and the file is cut at the first bad byte, so a torn write is never
 //! served and never stops the broker. Closed segments were fsynced when they were closed; their
 //! saved indexes are used when well formed and rebuilt from the batch headers otherwise.
+//! Idempotent producers' state comes from the newest producer snapshot plus the headers of
+//! the batches after it (see `producers`).
 
 mod compaction;
 mod config;
