@@ -79,6 +79,8 @@ async fn describe_shows_offsets_and_lag() {
     billing orders 1         4              10             6   -           -    -
     ");
     assert_eq!(groups::list(&admin).await.unwrap(), "billing\n");
+    let unknown = groups::describe(&admin, "nobody").await.unwrap();
+    assert_eq!(unknown, "\nConsumer group 'nobody' does not exist.\n");
     broker.shutdown().await.unwrap();
 }
 

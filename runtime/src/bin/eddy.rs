@@ -241,10 +241,18 @@ async fn run_bench(command: BenchCommand) -> std::io::Result<()> {
 }
 
 async fn run_groups(command: GroupsCommand) -> std::io::Result<()> {
+    use eddy::client::Admin;
     use eddy::tools::groups::{self, ResetTarget};
-    let (bootstrap, work) = match command {
-        GroupsCommand::List { bootstrap } => (bootstrap, None),
-        GroupsCommand::Describe { bootstrap, group } => (bootstrap, Some((group, None))),
+    let connect = |bootstrap: String| async move {
+        Admin::connect(&bootstrap)
+            .await
+            .map_err(std::io::Error::other)
+    };
+    let text = match command {
+        GroupsCommand::List { bootstrap } => groups::list(&connect(bootstrap).await?).await,
+        GroupsCommand::Describe { bootstrap, group } => {
+            groups::describe(&connect(bootstrap).await?, &group).await
+        }
         GroupsCommand::ResetOffsets {
             bootstrap,
             group,
@@ -255,30 +263,22 @@ async fn run_groups(command: GroupsCommand) -> std::io::Result<()> {
             shift_by,
             execute,
         } => {
-            let target = match (to_earliest, to_latest, to_datetime, shift_by) {
-                (true, ..) => ResetTarget::Earliest,
-                (_, true, ..) => ResetTarget::Latest,
-                (_, _, Some(at), _) => ResetTarget::Datetime(
+            let target = if to_earliest {
+                ResetTarget::Earliest
+            } else if to_latest {
+                ResetTarget::Latest
+            } else if let Some(at) = to_datetime {
+                ResetTarget::Datetime(
                     eddy::tools::parse_datetime(&at).map_err(std::io::Error::other)?,
-                ),
-                (_, _, _, Some(n)) => ResetTarget::ShiftBy(n),
-                _ => {
-                    return Err(std::io::Error::other(
-                        "say where to: --to-earliest, --to-latest, --to-datetime or --shift-by",
-                    ))
-                }
+                )
+            } else if let Some(n) = shift_by {
+                ResetTarget::ShiftBy(n)
+            } else {
+                return Err(std::io::Error::other(
+                    "say where to: --to-earliest, --to-latest, --to-datetime or --shift-by",
+                ));
             };
-            (bootstrap, Some((group, Some((topic, target, execute)))))
-        }
-    };
-    let admin = eddy::client::Admin::connect(&bootstrap)
-        .await
-        .map_err(std::io::Error::other)?;
-    let text = match work {
-        None => groups::list(&admin).await,
-        Some((group, None)) => groups::describe(&admin, &group).await,
-        Some((group, Some((topic, target, execute)))) => {
-            groups::reset_offsets(&admin, &group, &topic, target, execute).await
+            groups::reset_offsets(&connect(bootstrap).await?, &group, &topic, target, execute).await
         }
     }
     .map_err(std::io::Error::other)?;

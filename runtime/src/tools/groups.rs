@@ -59,6 +59,9 @@ pub async fn list(admin: &Admin) -> Result<String, GroupsError> {
 pub async fn describe(admin: &Admin, group: &str) -> Result<String, GroupsError> {
     let description = admin.describe_group(group).await?;
     let committed = admin.committed_offsets(group).await?;
+    if description.state == "Dead" && committed.is_empty() {
+        return Ok(format!("\nConsumer group '{group}' does not exist.\n"));
+    }
     let mut owners = BTreeMap::new();
     for m in &description.members {
         for tp in &m.assignment {
