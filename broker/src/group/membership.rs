@@ -108,6 +108,16 @@ pub(crate) struct Member {
 }
 
 impl Member {
+    /// Takes what a JoinGroup of this member says of it, and starts a new session.
+    fn rejoined(&mut self, request: JoinRequest, now: Instant) {
+        self.client_id = request.client_id;
+        self.client_host = request.client_host;
+        self.session_timeout = request.session_timeout;
+        self.rebalance_timeout = request.rebalance_timeout;
+        self.protocols = request.protocols;
+        self.session_deadline = now + self.session_timeout;
+    }
+
     /// The member's metadata for `protocol`.
     pub(crate) fn metadata(&self, protocol: &str) -> Bytes {
         self.protocols
@@ -303,15 +313,11 @@ impl Group {
         }
 
         let (sender, receiver) = oneshot::channel();
+        self.protocol_type = Some(request.protocol_type.clone());
         match self.member_mut(&member_id) {
             Some(m) => {
-                m.protocols = request.protocols;
-                m.session_timeout = request.session_timeout;
-                m.rebalance_timeout = request.rebalance_timeout;
-                m.client_id = request.client_id;
-                m.client_host = request.client_host;
+                m.rejoined(request, now);
                 m.join_waiter = Some(sender);
-                m.session_deadline = now + m.session_timeout;
             }
             None => self.members.push(Member {
                 member_id: member_id.clone(),
@@ -327,7 +333,6 @@ impl Group {
                 session_deadline: now + request.session_timeout,
             }),
         }
-        self.protocol_type = Some(request.protocol_type);
         if self.state != GroupState::PreparingRebalance {
             self.prepare_rebalance(now, wall_ms);
         }
@@ -373,12 +378,7 @@ impl Group {
             let _ = waiter.send((ResponseError::FencedInstanceId.code(), Bytes::new()));
         }
         member.member_id = new_id.clone();
-        member.client_id = request.client_id;
-        member.client_host = request.client_host;
-        member.session_timeout = request.session_timeout;
-        member.rebalance_timeout = request.rebalance_timeout;
-        member.session_deadline = now + request.session_timeout;
-        member.protocols = request.protocols;
+        member.rejoined(request, now);
         // As Kafka: a returning member of a stable group keeps its assignment and nobody
         // rebalances, as long as the protocol the group would choose stays the same. A
         // returning leader is told the old leader id, so that it does not take itself for the
