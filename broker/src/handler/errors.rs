@@ -16,6 +16,7 @@ pub(crate) fn storage_code(error: &StorageError) -> i16 {
         StorageError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber.code(),
         StorageError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch.code(),
         StorageError::DuplicateSequence { .. } => ResponseError::DuplicateSequenceNumber.code(),
+        StorageError::NotInTransaction { .. } => ResponseError::InvalidTxnState.code(),
         StorageError::Io(_) => ResponseError::KafkaStorageError.code(),
     }
 }

@@ -1,5 +1,6 @@
-//! Fetch: whole stored batches from each requested partition, up to the high watermark,
-//! within `max_bytes` (overall) and `partition_max_bytes`, waiting up to `max_wait_ms` for
+//! Fetch: whole stored batches from each requested partition, up to the high watermark (or,
+//! for `read_committed`, the last stable offset, with the aborted transactions among the
+//! batches so the client can drop their records), within `max_bytes` (overall) and `partition_max_bytes`, waiting up to `max_wait_ms` for
 //! `min_bytes` to arrive. The batches are not read: the response names their file ranges and
 //! the connection sends them with `sendfile`.
 //!
@@ -120,23 +121,34 @@ fn locate(
                         return answer;
                     };
                     let room = max_bytes.saturating_sub(total).min(w.max_bytes);
+                    // Taken before the read: it never exceeds the high watermark the read sees.
+                    let last_stable_offset = partition.last_stable_offset();
+                    answer.last_stable_offset = last_stable_offset;
                     if room == 0 {
                         // The response is full: report the offsets only.
                         answer.high_watermark = partition.high_watermark();
-                        answer.last_stable_offset = answer.high_watermark;
                         answer.log_start_offset = partition.log_start_offset();
                         return answer;
                     }
-                    match partition.locate(w.fetch_offset, room) {
+                    let upper_bound = if read_committed { last_stable_offset } else { i64::MAX };
+                    match partition.locate_below(w.fetch_offset, room, upper_bound) {
                         Ok(located) => {
                             answer.high_watermark = located.high_watermark;
-                            answer.last_stable_offset = located.high_watermark;
                             answer.log_start_offset = located.log_start_offset;
                             // Only the first data of a response may exceed the limits (KIP-74).
                             if let Some(range) = located.range {
                                 if total == 0 || range.len as usize <= room {
                                     total += range.len as usize;
                                     answer.records = Records::File(range);
+                                    if read_committed {
+                                        answer.aborted_transactions = Some(
+                                            partition
+                                                .aborted_transactions(w.fetch_offset, last_stable_offset)
+                                                .iter()
+                                                .map(|a| (a.producer_id, a.first_offset))
+                                                .collect(),
+                                        );
+                                    }
                                 }
                             }
                         }

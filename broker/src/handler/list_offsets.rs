@@ -1,5 +1,6 @@
-//! ListOffsets: the earliest offset, the latest (the high watermark), or the first offset at
-//! or after a timestamp.
+//! ListOffsets: the earliest offset, the latest, or the first offset at or after a timestamp.
+//! "Latest" is the high watermark, or for `read_committed` the last stable offset; neither
+//! answer reaches past what the isolation level lets a consumer read.
 
 use std::sync::Arc;
 
@@ -21,6 +22,7 @@ pub(super) fn handle(
     ctx: &RequestContext,
     request: ListOffsetsRequest,
 ) -> Result<Reply, ProtocolError> {
+    let read_committed = request.isolation_level == 1;
     let topics = request
         .topics
         .into_iter()
@@ -38,10 +40,15 @@ pub(super) fn handle(
                         return response
                             .with_error_code(ResponseError::UnknownTopicOrPartition.code());
                     };
+                    let visible_end = if read_committed {
+                        partition.last_stable_offset()
+                    } else {
+                        partition.high_watermark()
+                    };
                     let found = match p.timestamp {
-                        LATEST => Ok(Some((partition.high_watermark(), -1))),
+                        LATEST => Ok(Some((visible_end, -1))),
                         EARLIEST => Ok(Some((partition.log_start_offset(), -1))),
-                        t if t >= 0 => partition.offset_for_timestamp(t),
+                        t if t >= 0 => partition.offset_for_timestamp(t, visible_end),
                         _ => {
                             return response.with_error_code(ResponseError::InvalidRequest.code());
                         }

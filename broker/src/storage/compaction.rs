@@ -3,6 +3,8 @@
 //! records keeps its base offset, its offset span and its producer fields. Tombstones (null
 //! values) that are the latest of their key go once their timestamp is older than
 //! `delete.retention.ms`. The active segment is never touched, and control batches are kept.
+//! Records of aborted transactions are removed and never count as the latest of their key;
+//! segments holding records of a transaction still open are not compacted at all.
 //!
 //! A segment is rewritten to `<base>.log.cleaned`, fsynced, and renamed over the original
 //! after its index files are removed, so a crash leaves either the old segment or the new
@@ -21,6 +23,7 @@ use eddy_core::log::{Offset, Timestamp};
 use eddy_core::wire::batch::{decode_records, BatchBuilder, BatchHeader, HEADER_LEN};
 
 use super::segment::read_header_at;
+use super::transactions::AbortedTransaction;
 use super::StorageError;
 
 /// The largest a batch may grow when decompressed during compaction.
@@ -46,6 +49,34 @@ pub struct CompactionStats {
     pub bytes_freed: u64,
 }
 
+/// The aborted transactions of a partition, by producer.
+#[derive(Debug, Default)]
+pub(crate) struct AbortedRanges(HashMap<i64, Vec<(Offset, Offset)>>);
+
+impl AbortedRanges {
+    pub(crate) fn new(aborted: &[AbortedTransaction]) -> Self {
+        let mut ranges: HashMap<i64, Vec<(Offset, Offset)>> = HashMap::new();
+        for a in aborted {
+            ranges
+                .entry(a.producer_id)
+                .or_default()
+                .push((a.first_offset, a.last_offset));
+        }
+        Self(ranges)
+    }
+
+    /// Whether `batch` holds records of an aborted transaction.
+    fn holds_aborted(&self, batch: &BatchHeader) -> bool {
+        batch.is_transactional()
+            && !batch.is_control()
+            && self.0.get(&batch.producer_id).is_some_and(|ranges| {
+                ranges
+                    .iter()
+                    .any(|&(first, last)| (first..=last).contains(&batch.base_offset))
+            })
+    }
+}
+
 /// Reads the batches of a segment in order, a chunk at a time.
 fn for_each_batch(
     segment: &SegmentToClean,
@@ -65,11 +96,12 @@ fn for_each_batch(
 /// The offset of the latest record of each key in `segments`.
 pub(crate) fn latest_offsets(
     segments: &[SegmentToClean],
+    aborted: &AbortedRanges,
 ) -> Result<HashMap<Vec<u8>, Offset>, StorageError> {
     let mut latest = HashMap::new();
     for segment in segments {
         for_each_batch(segment, |header, bytes| {
-            if header.is_control() {
+            if header.is_control() || aborted.holds_aborted(&header) {
                 return Ok(());
             }
             let (_, records) = decode_records(&bytes, DECOMPRESSED_LIMIT)?;
@@ -89,6 +121,7 @@ pub(crate) fn latest_offsets(
 pub(crate) fn rewrite(
     segment: &SegmentToClean,
     latest: &HashMap<Vec<u8>, Offset>,
+    aborted: &AbortedRanges,
     tombstones_before: Timestamp,
 ) -> Result<Option<(PathBuf, CompactionStats)>, StorageError> {
     let mut out = Vec::with_capacity(segment.size as usize / 2);
@@ -96,6 +129,10 @@ pub(crate) fn rewrite(
     for_each_batch(segment, |header, bytes| {
         if header.is_control() {
             out.extend_from_slice(&bytes);
+            return Ok(());
+        }
+        if aborted.holds_aborted(&header) {
+            removed += header.record_count.max(0) as usize;
             return Ok(());
         }
         let (_, records) = decode_records(&bytes, DECOMPRESSED_LIMIT)?;

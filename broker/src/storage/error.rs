@@ -56,6 +56,13 @@ pub enum StorageError {
         /// The producer.
         producer_id: i64,
     },
+    /// A transactional batch would open a transaction in a partition its producer did not add
+    /// to the transaction (KIP-890), or from a producer that is not transactional.
+    #[error("producer {producer_id} has not added this partition to a transaction")]
+    NotInTransaction {
+        /// The producer.
+        producer_id: i64,
+    },
     /// The partition was deleted while the operation ran.
     #[error("the partition was deleted")]
     Deleted,

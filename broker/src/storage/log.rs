@@ -7,8 +7,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use eddy_core::log::{Offset, Timestamp};
-use eddy_core::wire::batch::{self, BatchHeader, Batches};
+use eddy_core::wire::batch::{self, BatchHeader, Batches, ControlType};
 
 use super::compaction::{self, SegmentToClean};
 use super::config::LogConfig;
@@ -16,9 +17,44 @@ use super::index::write_synced;
 use super::producers::{ProducerStates, SequenceCheck};
 use super::read::ReadPlan;
 use super::segment::{self, Segment, Truncation};
+use super::transactions::{AbortedTransaction, Transactions};
 use super::StorageError;
 
 const LOG_START_OFFSET_FILE: &str = "log-start-offset";
+
+/// Who appends to a log.
+#[derive(Clone, Copy)]
+pub enum Origin<'a> {
+    /// A producer. A transactional batch that opens its producer's transaction in this
+    /// partition is first put to `verify` (producer id, epoch), which refuses it unless the
+    /// partition is part of that producer's current transaction (KIP-890).
+    Client {
+        /// Checks that the producer's transaction includes this partition.
+        verify: &'a dyn Fn(i64, i16) -> Result<(), StorageError>,
+    },
+    /// A coordinator writing transaction markers or transactional offset commits.
+    Coordinator,
+}
+
+impl std::fmt::Debug for Origin<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Origin::Client { .. } => "Client",
+            Origin::Coordinator => "Coordinator",
+        })
+    }
+}
+
+/// A verifier for producers that are not transactional: any transactional batch is refused.
+pub(crate) fn no_transactions(producer_id: i64, _epoch: i16) -> Result<(), StorageError> {
+    Err(StorageError::NotInTransaction { producer_id })
+}
+
+/// The marker of a control batch, if it carries one eddy knows.
+fn marker_of(batch: &[u8]) -> Option<ControlType> {
+    let (_, records) = batch::decode_records(&Bytes::copy_from_slice(batch), 1 << 16).ok()?;
+    batch::control_type(&records.first()?.record)
+}
 
 /// Where an append put its batches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +78,8 @@ pub(crate) struct Log {
     log_start_offset: Offset,
     /// Idempotent producers' last batches, rebuilt from the log at open.
     producers: ProducerStates,
+    /// Open transactions and the aborted-transaction index.
+    transactions: Transactions,
     /// Scratch space for the batches of one append, reused.
     scratch: Vec<u8>,
     headers: Vec<BatchHeader>,
@@ -98,13 +136,14 @@ impl Log {
             segments,
             log_start_offset: first_base,
             producers: ProducerStates::default(),
+            transactions: Transactions::default(),
             scratch: Vec::new(),
             headers: Vec::new(),
         };
-        log.load_producers()?;
         log.log_start_offset = saved_start
             .unwrap_or(first_base)
             .clamp(first_base, log.next_offset());
+        log.load_producers()?;
         Ok((log, truncations))
     }
 
@@ -142,6 +181,7 @@ impl Log {
         &mut self,
         records: &[u8],
         now_ms: i64,
+        origin: Origin<'_>,
     ) -> Result<(AppendInfo, Option<Offset>), StorageError> {
         self.headers.clear();
         let mut batches = Batches::new(records);
@@ -161,6 +201,18 @@ impl Log {
                     header.last_offset_delta + 1
                 )));
             }
+            if matches!(origin, Origin::Client { .. }) {
+                if header.is_control() {
+                    return Err(StorageError::InvalidBatch(
+                        "control batches are written by coordinators, not producers".into(),
+                    ));
+                }
+                if header.is_transactional() && header.producer_id < 0 {
+                    return Err(StorageError::InvalidBatch(
+                        "a transactional batch without a producer id".into(),
+                    ));
+                }
+            }
             self.headers.push(header);
         }
         if !batches.remainder().is_empty() {
@@ -173,8 +225,15 @@ impl Log {
             return Err(StorageError::InvalidBatch("no record batch".into()));
         }
 
-        if let Some(duplicate) = self.check_producers()? {
+        if let Some(duplicate) = self.check_producers(origin)? {
             return Ok((duplicate, None));
+        }
+        if let Origin::Client { verify } = origin {
+            for header in self.headers.iter().filter(|h| h.is_transactional()) {
+                if !self.producers.has_open_transaction(header.producer_id) {
+                    verify(header.producer_id, header.producer_epoch)?;
+                }
+            }
         }
 
         let durable_by_roll = if self.should_roll(records.len() as u64, now_ms) {
@@ -212,8 +271,15 @@ impl Log {
             let _ = segment.truncate_to(size_before, next_before);
             return Err(e.into());
         }
+        let mut position = 0;
         for header in &self.headers {
-            self.producers.record(header);
+            let marker = header
+                .is_control()
+                .then(|| marker_of(&self.scratch[position..position + header.size()]))
+                .flatten();
+            position += header.size();
+            let change = self.producers.record(header, marker);
+            self.transactions.apply(change, self.log_start_offset);
         }
         Ok((
             AppendInfo {
@@ -230,8 +296,10 @@ impl Log {
         ))
     }
 
-    /// Rebuilds the producers' state: the newest valid snapshot at or below the log's end,
-    /// then the headers of the batches after it.
+    /// Rebuilds the producers' state and the partition's transactions: the newest valid
+    /// snapshot at or below the log's end and the aborted-transaction index files of the
+    /// segments below it, then the batches after it. Without a usable snapshot, or with an
+    /// index file missing or damaged, every batch of the log is read again.
     fn load_producers(&mut self) -> io::Result<()> {
         let end = self.next_offset();
         let mut snapshots: Vec<Offset> = fs::read_dir(&self.dir)?
@@ -253,15 +321,68 @@ impl Log {
             }
             tracing::warn!(dir = %self.dir.display(), offset, "ignoring a damaged producer snapshot");
         }
-        for segment in self.segments.values().filter(|s| s.next_offset > from) {
-            let producers = &mut self.producers;
-            segment.for_each_header(|h| {
-                if h.base_offset >= from {
-                    producers.record(h);
+        if from != Offset::MIN {
+            let mut aborted = Vec::new();
+            for segment in self.segments.values().filter(|s| s.base_offset < from) {
+                let path = self
+                    .dir
+                    .join(segment::file_name(segment.base_offset, "txnindex"));
+                match fs::read(&path)
+                    .ok()
+                    .and_then(|b| Transactions::decode_index(&b))
+                {
+                    Some(entries) => aborted.extend(entries),
+                    None => {
+                        tracing::warn!(file = %path.display(), "aborted-transaction index missing or damaged: reading the whole log");
+                        self.producers = ProducerStates::default();
+                        from = Offset::MIN;
+                        aborted.clear();
+                        break;
+                    }
                 }
+            }
+            self.transactions.load_aborted(aborted);
+        }
+        for (producer_id, first_offset) in self.producers.open_transactions() {
+            self.transactions.load_open(producer_id, first_offset);
+        }
+        let log_start_offset = self.log_start_offset;
+        for segment in self.segments.values().filter(|s| s.next_offset > from) {
+            let (producers, transactions) = (&mut self.producers, &mut self.transactions);
+            segment.for_each_header(|h, position| {
+                if h.base_offset < from {
+                    return Ok(());
+                }
+                let marker = if h.is_control() && h.size() <= 1 << 16 {
+                    let mut bytes = vec![0; h.size()];
+                    std::os::unix::fs::FileExt::read_exact_at(
+                        &*segment.file,
+                        &mut bytes,
+                        position,
+                    )?;
+                    marker_of(&bytes)
+                } else {
+                    None
+                };
+                transactions.apply(producers.record(h, marker), log_start_offset);
+                Ok(())
             })?;
         }
+        self.transactions.remove_before(self.log_start_offset);
         Ok(())
+    }
+
+    /// Saves the aborted-transaction index of the active segment, as it stands.
+    fn save_transaction_index(&self) -> io::Result<()> {
+        let active = self.active();
+        write_synced(
+            &self
+                .dir
+                .join(segment::file_name(active.base_offset, "txnindex")),
+            &self
+                .transactions
+                .encode_index(active.base_offset..active.next_offset),
+        )
     }
 
     /// Saves the producers' state as of the log's end, keeping the two newest snapshots.
@@ -292,14 +413,27 @@ impl Log {
     /// Checks the batches of idempotent producers against what the partition has seen. A
     /// request that is one batch written before gets that batch's offsets back (and nothing is
     /// written); a gap in sequence numbers or an old epoch is refused.
-    fn check_producers(&self) -> Result<Option<AppendInfo>, StorageError> {
+    fn check_producers(&self, origin: Origin<'_>) -> Result<Option<AppendInfo>, StorageError> {
         let mut in_this_request: Vec<(i64, i32)> = Vec::new();
-        for header in self
-            .headers
-            .iter()
-            .filter(|h| h.producer_id >= 0 && !h.is_control())
-        {
+        for header in self.headers.iter().filter(|h| h.producer_id >= 0) {
             let producer_id = header.producer_id;
+            if header.is_control()
+                || (header.base_sequence < 0 && matches!(origin, Origin::Coordinator))
+            {
+                // A coordinator's batch: only its epoch is checked.
+                let current = self
+                    .producers
+                    .epoch(producer_id)
+                    .unwrap_or(header.producer_epoch);
+                if header.producer_epoch < current {
+                    return Err(StorageError::InvalidProducerEpoch {
+                        producer_id,
+                        got: header.producer_epoch,
+                        current,
+                    });
+                }
+                continue;
+            }
             let previous = in_this_request
                 .iter()
                 .find(|(p, _)| *p == producer_id)
@@ -365,6 +499,7 @@ impl Log {
     pub(crate) fn roll(&mut self, now_ms: i64) -> io::Result<Offset> {
         let next = self.next_offset();
         self.active().close_for_appends()?;
+        self.save_transaction_index()?;
         self.save_producers()?;
         let segment = Segment::create(&self.dir, next, self.config.index_interval_bytes, now_ms)?;
         sync_dir(&self.dir)?;
@@ -463,6 +598,8 @@ impl Log {
                 segment.delete_files()?;
             }
         }
+        self.producers.remove_before(self.log_start_offset);
+        self.transactions.remove_before(self.log_start_offset);
         Ok(doomed.len())
     }
 
@@ -479,15 +616,17 @@ impl Log {
     /// clean shutdown.
     pub(crate) fn close(&self) -> io::Result<()> {
         self.active().close_for_appends()?;
+        self.save_transaction_index()?;
         self.save_producers()
     }
 
-    /// The closed segments, for compaction.
-    pub(crate) fn segments_to_clean(&self) -> Vec<SegmentToClean> {
+    /// The closed segments wholly below `last_stable_offset`, for compaction: records of
+    /// transactions still open are not compacted.
+    pub(crate) fn segments_to_clean(&self, last_stable_offset: Offset) -> Vec<SegmentToClean> {
         let active = self.active().base_offset;
         self.segments
             .values()
-            .filter(|s| s.base_offset != active)
+            .filter(|s| s.base_offset != active && s.next_offset <= last_stable_offset)
             .map(|s| SegmentToClean {
                 base_offset: s.base_offset,
                 file: Arc::clone(&s.file),
@@ -540,6 +679,29 @@ impl Log {
     /// The base offset of the first segment after the one holding `offset`.
     pub(crate) fn next_segment_base(&self, offset: Offset) -> Option<Offset> {
         self.segments.range(offset + 1..).next().map(|(&b, _)| b)
+    }
+
+    /// The last stable offset, given the high watermark.
+    pub(crate) fn last_stable_offset(&mut self, high_watermark: Offset) -> Offset {
+        self.transactions.last_stable_offset(high_watermark)
+    }
+
+    /// The aborted transactions with records in `range`.
+    pub(crate) fn aborted_transactions(
+        &self,
+        range: std::ops::Range<Offset>,
+    ) -> Vec<AbortedTransaction> {
+        self.transactions.aborted_in(range)
+    }
+
+    /// Every aborted transaction, for compaction.
+    pub(crate) fn all_aborted_transactions(&self) -> Vec<AbortedTransaction> {
+        self.transactions.all_aborted()
+    }
+
+    /// Whether `producer_id` has a transaction open in this partition.
+    pub(crate) fn has_open_transaction(&self, producer_id: i64) -> bool {
+        self.producers.has_open_transaction(producer_id)
     }
 
     pub(crate) fn dir(&self) -> &Path {

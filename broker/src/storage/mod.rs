@@ -7,6 +7,8 @@
 //! DATA_DIR/<topic>-<partition>/00000000000000000000.log        record batches
 //!                             /00000000000000000000.index      offset → position (closed segments)
 //!                             /00000000000000000000.timeindex  timestamp → offset (closed segments)
+//!                             /00000000000000000000.txnindex   aborted transactions (closed segments)
+//!                             /00000000000000000123.snapshot   producers' state at offset 123
 //!                             /log-start-offset                 once retention has deleted segments
 //! ```
 //!
@@ -41,6 +43,7 @@ mod producers;
 mod read;
 mod retention;
 mod segment;
+mod transactions;
 
 use std::collections::HashMap;
 use std::fs;
@@ -54,9 +57,10 @@ pub use compaction::CompactionStats;
 pub use config::LogConfig;
 pub use error::StorageError;
 pub(crate) use index::write_synced;
-pub use log::AppendInfo;
+pub use log::{AppendInfo, Origin};
 pub use partition::{FetchedBatches, LocatedBatches, Partition};
 pub use read::FileRange;
+pub use transactions::AbortedTransaction;
 
 /// Every partition log of the broker, under one data directory.
 #[derive(Debug)]
@@ -157,3 +161,5 @@ fn remove_dir_if_present(dir: &Path) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod transaction_tests;

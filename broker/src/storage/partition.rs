@@ -20,8 +20,9 @@ use tokio::sync::watch;
 
 use super::compaction::{self, CompactionStats};
 use super::config::LogConfig;
-use super::log::{AppendInfo, Log};
+use super::log::{no_transactions, AppendInfo, Log, Origin};
 use super::read::FileRange;
+use super::transactions::AbortedTransaction;
 use super::StorageError;
 
 /// One partition's log, shared by every connection.
@@ -106,12 +107,29 @@ impl Partition {
         }
     }
 
-    /// Appends one or more whole record batches (as a produce request carries them) and
+    /// Appends one or more whole record batches of a producer that is not transactional and
     /// returns their offsets. The records are readable once [`Self::wait_durable`] says so.
     pub fn append(&self, records: &[u8], now_ms: Timestamp) -> Result<AppendInfo, StorageError> {
+        self.append_from(
+            records,
+            now_ms,
+            Origin::Client {
+                verify: &no_transactions,
+            },
+        )
+    }
+
+    /// Appends one or more whole record batches (as a produce request carries them, or as a
+    /// coordinator writes them) and returns their offsets.
+    pub fn append_from(
+        &self,
+        records: &[u8],
+        now_ms: Timestamp,
+        origin: Origin<'_>,
+    ) -> Result<AppendInfo, StorageError> {
         self.check_live()?;
         let mut log = self.lock();
-        let (info, durable_by_roll) = log.append(records, now_ms)?;
+        let (info, durable_by_roll) = log.append(records, now_ms, origin)?;
         if !log.config.fsync_before_ack {
             self.advance_high_watermark(info.last_offset + 1);
         } else if let Some(durable) = durable_by_roll {
@@ -166,6 +184,24 @@ impl Partition {
         *self.high_watermark.borrow()
     }
 
+    /// The offset below which every transaction is settled: `read_committed` consumers read up
+    /// to it. It is the high watermark unless a transaction is open (or its marker not yet
+    /// durable) below it.
+    pub fn last_stable_offset(&self) -> Offset {
+        let high_watermark = self.high_watermark();
+        self.lock().last_stable_offset(high_watermark)
+    }
+
+    /// The aborted transactions with records at or after `offset` and below `below`.
+    pub fn aborted_transactions(&self, offset: Offset, below: Offset) -> Vec<AbortedTransaction> {
+        self.lock().aborted_transactions(offset..below)
+    }
+
+    /// Whether `producer_id` has a transaction open in this partition.
+    pub fn has_open_transaction(&self, producer_id: i64) -> bool {
+        self.lock().has_open_transaction(producer_id)
+    }
+
     /// Changes to the high watermark, for fetches that wait for data.
     pub fn watch_high_watermark(&self) -> watch::Receiver<Offset> {
         self.high_watermark.subscribe()
@@ -208,16 +244,25 @@ impl Partition {
     /// Where the batches [`Self::read`] would return are, without reading them: the file
     /// range can be sent to a socket as it is.
     pub fn locate(&self, offset: Offset, max_bytes: usize) -> Result<LocatedBatches, StorageError> {
+        self.locate_below(offset, max_bytes, self.high_watermark())
+    }
+
+    /// As [`Self::locate`], reading nothing at or past `upper_bound` (the last stable offset,
+    /// for `read_committed`), which must not exceed the high watermark.
+    pub fn locate_below(
+        &self,
+        offset: Offset,
+        max_bytes: usize,
+        upper_bound: Offset,
+    ) -> Result<LocatedBatches, StorageError> {
         self.check_live()?;
         let high_watermark = self.high_watermark();
+        let upper_bound = upper_bound.min(high_watermark);
         let mut offset = offset;
         loop {
             let (plan, log_start_offset) = {
                 let log = self.lock();
-                (
-                    log.plan_read(offset, high_watermark)?,
-                    log.log_start_offset(),
-                )
+                (log.plan_read(offset, upper_bound)?, log.log_start_offset())
             };
             let range = match plan {
                 Some(plan) => plan.locate(max_bytes)?,
@@ -227,7 +272,7 @@ impl Partition {
             // with the next segment, if that holds visible records.
             if range.is_none() {
                 if let Some(next) = self.lock().next_segment_base(offset) {
-                    if next < high_watermark {
+                    if next < upper_bound {
                         offset = next;
                         continue;
                     }
@@ -245,9 +290,10 @@ impl Partition {
     pub fn offset_for_timestamp(
         &self,
         timestamp: Timestamp,
+        upper_bound: Offset,
     ) -> Result<Option<(Offset, Timestamp)>, StorageError> {
-        let high_watermark = self.high_watermark();
-        let plan = self.lock().plan_timestamp_search(timestamp, high_watermark);
+        let upper_bound = upper_bound.min(self.high_watermark());
+        let plan = self.lock().plan_timestamp_search(timestamp, upper_bound);
         match plan {
             Some(plan) => Ok(plan.find_timestamp(timestamp)?),
             None => Ok(None),
@@ -258,21 +304,29 @@ impl Partition {
     /// Reading and rewriting happen outside the lock; only the swap of each rewritten
     /// segment takes it.
     pub fn compact(&self, now_ms: Timestamp) -> Result<CompactionStats, StorageError> {
-        let (segments, delete_retention_ms) = {
-            let log = self.lock();
+        let high_watermark = self.high_watermark();
+        let (segments, delete_retention_ms, aborted) = {
+            let mut log = self.lock();
             if !log.config.compact {
                 return Ok(CompactionStats::default());
             }
-            (log.segments_to_clean(), log.config.delete_retention_ms)
+            let last_stable_offset = log.last_stable_offset(high_watermark);
+            (
+                log.segments_to_clean(last_stable_offset),
+                log.config.delete_retention_ms,
+                log.all_aborted_transactions(),
+            )
         };
         if segments.is_empty() {
             return Ok(CompactionStats::default());
         }
-        let latest = compaction::latest_offsets(&segments)?;
+        let aborted = compaction::AbortedRanges::new(&aborted);
+        let latest = compaction::latest_offsets(&segments, &aborted)?;
         let mut stats = CompactionStats::default();
         for segment in &segments {
             let tombstones_before = now_ms.saturating_sub(delete_retention_ms);
-            if let Some((cleaned, done)) = compaction::rewrite(segment, &latest, tombstones_before)?
+            if let Some((cleaned, done)) =
+                compaction::rewrite(segment, &latest, &aborted, tombstones_before)?
             {
                 if self.lock().replace_segment(segment, &cleaned, now_ms)? {
                     stats.segments_rewritten += done.segments_rewritten;

@@ -3,6 +3,10 @@
 //! answered with its original offsets instead of being written twice; a batch that skips
 //! sequence numbers, or comes from an older epoch, is refused.
 //!
+//! A transactional producer also has the first offset of its open transaction in the
+//! partition, if one is open: the partition's last stable offset cannot pass it until the
+//! transaction's marker (a control batch) is written.
+//!
 //! The state is saved as a snapshot (`<offset>.snapshot`, the state after every batch below
 //! that offset, with a CRC-32C) when a segment closes and at a clean shutdown; at start the
 //! newest valid snapshot is loaded and only the batch headers after it are read.
@@ -10,7 +14,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use eddy_core::log::Offset;
-use eddy_core::wire::batch::BatchHeader;
+use eddy_core::wire::batch::{BatchHeader, ControlType};
 
 /// Batches remembered per producer, as in Kafka.
 const REMEMBERED_BATCHES: usize = 5;
@@ -28,6 +32,28 @@ struct BatchSeen {
 struct ProducerEntry {
     epoch: i16,
     batches: VecDeque<BatchSeen>,
+    /// The first offset of the producer's open transaction in this partition.
+    open_transaction: Option<Offset>,
+}
+
+/// How a batch changed the partition's transactions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TxnChange {
+    /// None opened or closed.
+    None,
+    /// The batch opened a transaction of `producer_id` at `first_offset`.
+    Opened {
+        producer_id: i64,
+        first_offset: Offset,
+    },
+    /// A marker closed the producer's transaction (`first_offset` is `None` if the producer had
+    /// no open transaction here).
+    Closed {
+        producer_id: i64,
+        first_offset: Option<Offset>,
+        marker_offset: Offset,
+        aborted: bool,
+    },
 }
 
 /// What to do with a producer's batch.
@@ -60,7 +86,8 @@ fn next_sequence(sequence: i32) -> i32 {
     }
 }
 
-const SNAPSHOT_VERSION: i32 = 1;
+/// Version 2 adds each producer's open transaction; version 1 is still read.
+const SNAPSHOT_VERSION: i32 = 2;
 
 impl ProducerStates {
     /// The state as snapshot bytes.
@@ -74,6 +101,7 @@ impl ProducerStates {
             let entry = &self.producers[&id];
             out.extend_from_slice(&id.to_be_bytes());
             out.extend_from_slice(&entry.epoch.to_be_bytes());
+            out.extend_from_slice(&entry.open_transaction.unwrap_or(-1).to_be_bytes());
             out.extend_from_slice(&(entry.batches.len() as i32).to_be_bytes());
             for b in &entry.batches {
                 out.extend_from_slice(&b.first_sequence.to_be_bytes());
@@ -99,7 +127,8 @@ impl ProducerStates {
             r = rest;
             Some(head)
         };
-        if i32::from_be_bytes(take(4)?.try_into().ok()?) != SNAPSHOT_VERSION {
+        let version = i32::from_be_bytes(take(4)?.try_into().ok()?);
+        if !(1..=SNAPSHOT_VERSION).contains(&version) {
             return None;
         }
         let count = i32::from_be_bytes(take(4)?.try_into().ok()?);
@@ -107,6 +136,11 @@ impl ProducerStates {
         for _ in 0..count.max(0) {
             let id = i64::from_be_bytes(take(8)?.try_into().ok()?);
             let epoch = i16::from_be_bytes(take(2)?.try_into().ok()?);
+            let open_transaction = if version >= 2 {
+                Some(i64::from_be_bytes(take(8)?.try_into().ok()?)).filter(|&o| o >= 0)
+            } else {
+                None
+            };
             let batches = i32::from_be_bytes(take(4)?.try_into().ok()?);
             if !(0..=REMEMBERED_BATCHES as i32).contains(&batches) {
                 return None;
@@ -114,6 +148,7 @@ impl ProducerStates {
             let mut entry = ProducerEntry {
                 epoch,
                 batches: VecDeque::new(),
+                open_transaction,
             };
             for _ in 0..batches {
                 entry.batches.push_back(BatchSeen {
@@ -172,24 +207,83 @@ impl ProducerStates {
         }
     }
 
-    /// Records a batch written at its header's offsets.
-    pub(crate) fn record(&mut self, header: &BatchHeader) {
-        if header.producer_id < 0 || header.is_control() {
-            return;
+    /// Records a batch written at its header's offsets; `marker` is the type of a control
+    /// batch's marker.
+    pub(crate) fn record(
+        &mut self,
+        header: &BatchHeader,
+        marker: Option<ControlType>,
+    ) -> TxnChange {
+        if header.producer_id < 0 {
+            return TxnChange::None;
         }
         let entry = self.producers.entry(header.producer_id).or_default();
+        if header.is_control() {
+            if header.producer_epoch > entry.epoch {
+                entry.epoch = header.producer_epoch;
+                entry.batches.clear();
+            }
+            let Some(marker) = marker else {
+                return TxnChange::None;
+            };
+            return TxnChange::Closed {
+                producer_id: header.producer_id,
+                first_offset: entry.open_transaction.take(),
+                marker_offset: header.base_offset,
+                aborted: marker == ControlType::Abort,
+            };
+        }
         if header.producer_epoch != entry.epoch {
             entry.epoch = header.producer_epoch;
             entry.batches.clear();
         }
-        if entry.batches.len() == REMEMBERED_BATCHES {
-            entry.batches.pop_front();
+        // Batches a coordinator writes (transactional offset commits) carry no sequence.
+        if header.base_sequence >= 0 {
+            if entry.batches.len() == REMEMBERED_BATCHES {
+                entry.batches.pop_front();
+            }
+            entry.batches.push_back(BatchSeen {
+                first_sequence: header.base_sequence,
+                last_sequence: header.last_sequence(),
+                base_offset: header.base_offset,
+                last_offset: header.last_offset(),
+            });
         }
-        entry.batches.push_back(BatchSeen {
-            first_sequence: header.base_sequence,
-            last_sequence: header.last_sequence(),
-            base_offset: header.base_offset,
-            last_offset: header.last_offset(),
+        if header.is_transactional() && entry.open_transaction.is_none() {
+            entry.open_transaction = Some(header.base_offset);
+            return TxnChange::Opened {
+                producer_id: header.producer_id,
+                first_offset: header.base_offset,
+            };
+        }
+        TxnChange::None
+    }
+
+    /// Whether `producer_id` has a transaction open in this partition.
+    pub(crate) fn has_open_transaction(&self, producer_id: i64) -> bool {
+        self.producers
+            .get(&producer_id)
+            .is_some_and(|e| e.open_transaction.is_some())
+    }
+
+    /// The newest epoch seen of `producer_id`.
+    pub(crate) fn epoch(&self, producer_id: i64) -> Option<i16> {
+        self.producers.get(&producer_id).map(|e| e.epoch)
+    }
+
+    /// Every open transaction: (producer id, first offset).
+    pub(crate) fn open_transactions(&self) -> impl Iterator<Item = (i64, Offset)> + '_ {
+        self.producers
+            .iter()
+            .filter_map(|(&id, e)| Some((id, e.open_transaction?)))
+    }
+
+    /// Forgets the producers whose every remembered batch is below `offset` (retention deleted
+    /// them) and that have no open transaction, as Kafka does.
+    pub(crate) fn remove_before(&mut self, offset: Offset) {
+        self.producers.retain(|_, e| {
+            e.open_transaction.is_some()
+                || e.batches.back().is_some_and(|b| b.last_offset >= offset)
         });
     }
 }
@@ -222,10 +316,10 @@ mod tests {
         let mut states = ProducerStates::default();
         let first = header(7, 0, 0, 3, 100);
         assert_eq!(states.check(&first), SequenceCheck::Append);
-        states.record(&first);
+        states.record(&first, None);
         let second = header(7, 0, 3, 2, 103);
         assert_eq!(states.check(&second), SequenceCheck::Append);
-        states.record(&second);
+        states.record(&second, None);
         // The first batch again: a retry, answered with its offsets.
         assert_eq!(
             states.check(&header(7, 0, 0, 3, 0)),
@@ -248,7 +342,7 @@ mod tests {
     #[test]
     fn epochs_fence_and_reset() {
         let mut states = ProducerStates::default();
-        states.record(&header(7, 2, 0, 1, 0));
+        states.record(&header(7, 2, 0, 1, 0), None);
         assert_eq!(
             states.check(&header(7, 1, 1, 1, 0)),
             SequenceCheck::StaleEpoch { current: 2 }
@@ -259,7 +353,7 @@ mod tests {
         );
         let bumped = header(7, 3, 0, 1, 1);
         assert_eq!(states.check(&bumped), SequenceCheck::Append);
-        states.record(&bumped);
+        states.record(&bumped, None);
         assert_eq!(
             states.check(&header(7, 2, 1, 1, 0)),
             SequenceCheck::StaleEpoch { current: 3 }
@@ -270,7 +364,7 @@ mod tests {
     fn snapshots_round_trip_and_damage_is_detected() {
         let mut states = ProducerStates::default();
         for n in 0..7 {
-            states.record(&header(n % 3, 1, n as i32 / 3, 1, n));
+            states.record(&header(n % 3, 1, n as i32 / 3, 1, n), None);
         }
         let bytes = states.encode_snapshot();
         let back = ProducerStates::decode_snapshot(&bytes).unwrap();
@@ -297,7 +391,7 @@ mod tests {
     fn only_the_last_five_batches_are_remembered() {
         let mut states = ProducerStates::default();
         for n in 0..6 {
-            states.record(&header(1, 0, n, 1, n as i64));
+            states.record(&header(1, 0, n, 1, n as i64), None);
         }
         assert_eq!(
             states.check(&header(1, 0, 0, 1, 0)),

@@ -267,13 +267,16 @@ impl Segment {
         Ok(())
     }
 
-    /// Calls `f` with the header of every batch of the segment, in order, reading only the
-    /// headers.
-    pub(crate) fn for_each_header(&self, mut f: impl FnMut(&BatchHeader)) -> io::Result<()> {
+    /// Calls `f` with the header and position of every batch of the segment, in order,
+    /// reading only the headers.
+    pub(crate) fn for_each_header(
+        &self,
+        mut f: impl FnMut(&BatchHeader, u64) -> io::Result<()>,
+    ) -> io::Result<()> {
         let mut position = 0u64;
         while position + HEADER_LEN as u64 <= self.size {
             let header = read_header_at(&self.file, position)?;
-            f(&header);
+            f(&header, position)?;
             position += header.size() as u64;
         }
         Ok(())
@@ -301,7 +304,7 @@ impl Segment {
 
     /// Removes the segment's files. Readers holding its file keep reading it until they drop it.
     pub(crate) fn delete_files(&self) -> io::Result<()> {
-        for extension in ["index", "timeindex"] {
+        for extension in ["index", "timeindex", "txnindex"] {
             match fs::remove_file(self.sibling(extension)) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
                 _ => {}

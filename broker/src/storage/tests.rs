@@ -301,17 +301,26 @@ async fn timestamps_find_the_first_record_at_or_after() {
         let info = partition.append(&batch(b * 2, 2, ts), 0).unwrap();
         partition.wait_durable(info.last_offset).await.unwrap();
     }
-    assert_eq!(partition.offset_for_timestamp(0).unwrap(), Some((0, 0)));
-    assert_eq!(partition.offset_for_timestamp(1).unwrap(), Some((2, 1000)));
     assert_eq!(
-        partition.offset_for_timestamp(6500).unwrap(),
+        partition.offset_for_timestamp(0, i64::MAX).unwrap(),
+        Some((0, 0))
+    );
+    assert_eq!(
+        partition.offset_for_timestamp(1, i64::MAX).unwrap(),
+        Some((2, 1000))
+    );
+    assert_eq!(
+        partition.offset_for_timestamp(6500, i64::MAX).unwrap(),
         Some((16, 8000))
     );
     assert_eq!(
-        partition.offset_for_timestamp(19_000).unwrap(),
+        partition.offset_for_timestamp(19_000, i64::MAX).unwrap(),
         Some((38, 19_000))
     );
-    assert_eq!(partition.offset_for_timestamp(19_001).unwrap(), None);
+    assert_eq!(
+        partition.offset_for_timestamp(19_001, i64::MAX).unwrap(),
+        None
+    );
 }
 
 #[tokio::test]
