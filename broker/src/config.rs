@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::group::GroupConfig;
 use crate::storage::LogConfig;
+use crate::txn::TxnConfig;
 
 /// How a broker runs. Build one with [`crate::Broker::builder`].
 #[derive(Debug, Clone)]
@@ -16,6 +17,8 @@ pub struct BrokerConfig {
     pub listen: SocketAddr,
     /// The host clients are told to connect to (defaults to the listen address's IP).
     pub advertised_host: Option<String>,
+    /// The port clients are told to connect to (defaults to the listen port).
+    pub advertised_port: Option<u16>,
     /// This broker's id in metadata responses (`node.id`, defaults to 1).
     pub node_id: i32,
     /// Create a topic when a client asks for metadata of one that does not exist
@@ -42,6 +45,11 @@ pub struct BrokerConfig {
     pub offsets_topic_partitions: i32,
     /// The group coordinator's settings.
     pub groups: GroupConfig,
+    /// Partitions of `__transaction_state` when the broker creates it
+    /// (`transaction.state.log.num.partitions`, defaults to 50).
+    pub transaction_state_partitions: i32,
+    /// The transaction coordinator's settings.
+    pub transactions: TxnConfig,
 }
 
 impl Default for BrokerConfig {
@@ -50,6 +58,7 @@ impl Default for BrokerConfig {
             data_dir: PathBuf::from("eddy-data"),
             listen: SocketAddr::from(([127, 0, 0, 1], 9092)),
             advertised_host: None,
+            advertised_port: None,
             node_id: 1,
             auto_create_topics: false,
             num_partitions: 1,
@@ -60,6 +69,8 @@ impl Default for BrokerConfig {
             log: LogConfig::default(),
             offsets_topic_partitions: 50,
             groups: GroupConfig::default(),
+            transaction_state_partitions: 50,
+            transactions: TxnConfig::default(),
         }
     }
 }

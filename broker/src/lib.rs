@@ -16,12 +16,14 @@
 //! A request travels `server` (listener, connections, framing) → `handler` (one module per
 //! API family, translating requests into calls on the domain and errors into Kafka error
 //! codes) → the domain: [`storage`] (partition logs), [`metadata`] (topics and their
-//! configurations) and [`group`] (consumer groups and offsets). Handlers never touch files;
+//! configurations), [`group`] (consumer groups and offsets) and [`txn`] (producer ids and
+//! transactions). Handlers never touch files;
 //! storage never sees a request.
 
 mod config;
 pub mod group;
 mod handler;
+mod internal_records;
 mod maintenance;
 pub mod metadata;
 mod server;
@@ -115,6 +117,13 @@ impl BrokerBuilder {
         self
     }
 
+    /// The port clients are told to connect to (defaults to the port listened on), for a
+    /// broker behind a proxy or a port forward.
+    pub fn advertised_port(mut self, port: u16) -> Self {
+        self.config.advertised_port = Some(port);
+        self
+    }
+
     /// Create unknown topics on first use (defaults to false, as in Kafka 4).
     pub fn auto_create_topics(mut self, enabled: bool) -> Self {
         self.config.auto_create_topics = enabled;
@@ -175,7 +184,8 @@ impl BrokerBuilder {
             .clone()
             .unwrap_or_else(|| local_addr.ip().to_string());
         let state = tokio::task::spawn_blocking(move || {
-            BrokerState::open(config, (host, local_addr.port()))
+            let port = config.advertised_port.unwrap_or(local_addr.port());
+            BrokerState::open(config, (host, port))
         })
         .await
         .map_err(io::Error::other)??;
@@ -190,7 +200,8 @@ impl BrokerBuilder {
         let tasks = vec![
             tokio::spawn(server::serve(listener, Arc::clone(&state), stop.clone())),
             tokio::spawn(maintenance::run(Arc::clone(&state), stop.clone())),
-            tokio::spawn(Arc::clone(&state.groups).run_timers(stop)),
+            tokio::spawn(Arc::clone(&state.groups).run_timers(stop.clone())),
+            tokio::spawn(Arc::clone(&state.transactions).run_timers(stop)),
         ];
         Ok(Broker {
             local_addr,

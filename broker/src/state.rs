@@ -11,16 +11,17 @@ use crate::config::BrokerConfig;
 use crate::group::{GroupCoordinator, OFFSETS_TOPIC};
 use crate::metadata::{configs, Metadata, MetadataError, Topic};
 use crate::storage::{LogConfig, LogStore, Partition};
-use crate::txn::ProducerIds;
+use crate::txn::{ProducerIds, TransactionCoordinator, TRANSACTION_STATE_TOPIC};
 
 /// Everything a request can reach.
 #[derive(Debug)]
 pub(crate) struct BrokerState {
     pub(crate) config: BrokerConfig,
     pub(crate) metadata: Metadata,
-    pub(crate) logs: LogStore,
+    pub(crate) logs: Arc<LogStore>,
     pub(crate) groups: Arc<GroupCoordinator>,
-    pub(crate) producer_ids: ProducerIds,
+    pub(crate) transactions: Arc<TransactionCoordinator>,
+    pub(crate) producer_ids: Arc<ProducerIds>,
     pub(crate) cluster_id: String,
     /// Host and port clients are told to use.
     pub(crate) advertised: (String, u16),
@@ -39,22 +40,22 @@ impl BrokerState {
     pub(crate) fn open(config: BrokerConfig, advertised: (String, u16)) -> io::Result<Self> {
         std::fs::create_dir_all(&config.data_dir)?;
         let metadata = Metadata::load(&config.data_dir)?;
-        let logs = LogStore::new(&config.data_dir)?;
+        let logs = Arc::new(LogStore::new(&config.data_dir)?);
         let cluster_id = cluster_id(&config.data_dir)?;
         let now = now_ms();
-        if metadata.topic(OFFSETS_TOPIC).is_none() {
-            let configs = BTreeMap::from([
-                ("cleanup.policy".to_string(), "compact".to_string()),
-                ("segment.bytes".to_string(), "104857600".to_string()),
-            ]);
-            metadata
-                .create_topic(
-                    OFFSETS_TOPIC,
-                    config.offsets_topic_partitions,
-                    configs,
-                    false,
-                )
-                .map_err(|e| io::Error::other(e.to_string()))?;
+        for (topic, partitions) in [
+            (OFFSETS_TOPIC, config.offsets_topic_partitions),
+            (TRANSACTION_STATE_TOPIC, config.transaction_state_partitions),
+        ] {
+            if metadata.topic(topic).is_none() {
+                let configs = BTreeMap::from([
+                    ("cleanup.policy".to_string(), "compact".to_string()),
+                    ("segment.bytes".to_string(), "104857600".to_string()),
+                ]);
+                metadata
+                    .create_topic(topic, partitions, configs, false)
+                    .map_err(|e| io::Error::other(e.to_string()))?;
+            }
         }
         let topics = metadata.topics();
         for topic in &topics {
@@ -71,19 +72,31 @@ impl BrokerState {
                     .any(|t| t.name == name && (0..t.partitions).contains(&p))
             })
         })?;
-        let offsets_partitions = metadata.topic(OFFSETS_TOPIC).map_or(0, |t| t.partitions);
-        let offsets_log = (0..offsets_partitions)
-            .filter_map(|p| logs.get(&TopicPartition::new(OFFSETS_TOPIC, p)))
-            .collect();
-        let groups = GroupCoordinator::open(config.groups.clone(), offsets_log)
+        let internal_log = |topic: &str| -> Vec<Arc<Partition>> {
+            let partitions = metadata.topic(topic).map_or(0, |t| t.partitions);
+            (0..partitions)
+                .filter_map(|p| logs.get(&TopicPartition::new(topic, p)))
+                .collect()
+        };
+        let groups = GroupCoordinator::open(config.groups.clone(), internal_log(OFFSETS_TOPIC))
             .map_err(|e| io::Error::other(format!("cannot replay {OFFSETS_TOPIC}: {e}")))?;
-        let config_dir = config.data_dir.clone();
+        let groups = Arc::new(groups);
+        let producer_ids = Arc::new(ProducerIds::open(&config.data_dir)?);
+        let transactions = TransactionCoordinator::open(
+            config.transactions.clone(),
+            internal_log(TRANSACTION_STATE_TOPIC),
+            Arc::clone(&logs),
+            Arc::clone(&groups),
+            Arc::clone(&producer_ids),
+        )
+        .map_err(|e| io::Error::other(format!("cannot replay {TRANSACTION_STATE_TOPIC}: {e}")))?;
         let state = Self {
             config,
             metadata,
             logs,
-            groups: Arc::new(groups),
-            producer_ids: ProducerIds::open(&config_dir)?,
+            groups,
+            transactions: Arc::new(transactions),
+            producer_ids,
             cluster_id,
             advertised,
         };

@@ -49,13 +49,16 @@ class Broker:
     """One broker process on a loopback port with its own data directory, which survives
     stop/kill/start so restarts see the same data."""
 
-    def __init__(self, kind: str, data_dir: str | None = None, port: int | None = None):
+    def __init__(self, kind: str, data_dir: str | None = None, port: int | None = None,
+                 advertised_port: int | None = None):
         if kind not in KINDS:
             raise ValueError(f"unknown broker kind {kind!r}")
         self.kind = kind
         self._own_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix=f"compat-{kind}-")
         self.port = port or free_port()
+        # Clients are sent here by metadata (a proxy in front of the broker, say).
+        self.advertised_port = advertised_port
         self.process: subprocess.Popen | None = None
         self.log_path = Path(self.data_dir).parent / f"{Path(self.data_dir).name}.log"
 
@@ -65,6 +68,8 @@ class Broker:
 
     def command(self) -> list[str]:
         listen = ["--data-dir", self.data_dir, "--listen", self.bootstrap]
+        if self.advertised_port is not None:
+            listen += ["--advertised-port", str(self.advertised_port)]
         if self.kind == "eddy":
             binary = os.environ.get("EDDY_BIN", str(REPO / "target" / "release" / "eddy"))
             return [binary, "broker", *listen]

@@ -6,6 +6,10 @@
 //!
 //! A group lives in the partition `abs(javaHashCode(group id)) % partitions` of
 //! `__consumer_offsets`, as in Kafka.
+//!
+//! Offsets committed inside a transaction (TxnOffsetCommit) are appended as the producer's
+//! transactional batch and held pending until the transaction coordinator's marker reaches the
+//! group's partition: a COMMIT makes them the group's offsets, an ABORT discards them.
 
 mod membership;
 mod records;
@@ -16,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use eddy_core::log::Record;
-use eddy_core::wire::batch::{decode_records, BatchBuilder, Batches};
+use eddy_core::wire::batch::{control_type, BatchBuilder, ControlType};
 use eddy_core::wire::compression::Compression;
 use kafka_protocol::error::ResponseError;
 use tokio::sync::watch;
@@ -27,7 +31,7 @@ pub(crate) use records::OffsetValue;
 use records::{GroupValue, OffsetsKey};
 
 use crate::state::now_ms;
-use crate::storage::{Partition, StorageError};
+use crate::storage::{Origin, Partition, StorageError};
 
 /// The internal topic of groups and offsets.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -57,6 +61,10 @@ impl Default for GroupConfig {
     }
 }
 
+/// Offsets of one transaction not yet ended, with the `__consumer_offsets` offset of each
+/// record.
+type PendingOffsets = HashMap<(String, i32), (OffsetValue, i64)>;
+
 /// A group and its committed offsets.
 #[derive(Debug)]
 struct GroupEntry {
@@ -65,6 +73,9 @@ struct GroupEntry {
     /// The `__consumer_offsets` offset of the record behind each committed offset: commits
     /// become visible in the order they were appended, whatever order their fsyncs end in.
     applied_at: HashMap<(String, i32), i64>,
+    /// Offsets committed in transactions not yet ended, by producer id, with the
+    /// `__consumer_offsets` offset of their record.
+    pending: HashMap<i64, PendingOffsets>,
 }
 
 impl GroupEntry {
@@ -73,6 +84,19 @@ impl GroupEntry {
             group: Group::new(id),
             offsets: HashMap::new(),
             applied_at: HashMap::new(),
+            pending: HashMap::new(),
+        }
+    }
+
+    /// Ends a producer's transaction in this group: its pending offsets become the group's
+    /// (commit) or are dropped (abort).
+    fn end_transaction(&mut self, producer_id: i64, commit: bool) {
+        if let Some(offsets) = self.pending.remove(&producer_id) {
+            if commit {
+                for (key, (value, log_offset)) in offsets {
+                    self.apply_offset(key, value, log_offset);
+                }
+            }
         }
     }
 
@@ -119,6 +143,14 @@ fn java_hash(s: &str) -> i32 {
         .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
 }
 
+/// The partition of an internal topic with `partitions` partitions that holds `key` (a group
+/// or transactional id): `abs(javaHashCode(key)) % partitions`, as Kafka places them.
+pub(crate) fn coordinator_partition(key: &str, partitions: usize) -> usize {
+    let hash = java_hash(key);
+    let positive = if hash == i32::MIN { 0 } else { hash.abs() };
+    positive as usize % partitions.max(1)
+}
+
 /// Records that a change appended, and the partition that must make them durable.
 struct Appended(Option<(Arc<Partition>, i64)>);
 
@@ -152,35 +184,32 @@ impl GroupCoordinator {
 
     /// The partition of `__consumer_offsets` that holds `group`.
     pub(crate) fn partition_for(&self, group: &str) -> usize {
-        let hash = java_hash(group);
-        let positive = if hash == i32::MIN { 0 } else { hash.abs() };
-        positive as usize % self.offsets_log.len().max(1)
+        coordinator_partition(group, self.offsets_log.len())
     }
 
     /// Reads every record of `__consumer_offsets` in order and rebuilds groups and offsets.
     fn replay(&self) -> Result<(), StorageError> {
         let mut groups = self.lock();
         let mut records = 0usize;
-        for partition in &self.offsets_log {
-            let mut offset = partition.log_start_offset();
-            loop {
-                let fetched = partition.read(offset, 1 << 20)?;
-                if fetched.records.is_empty() {
-                    break;
-                }
-                for item in Batches::new(&fetched.records) {
-                    let (header, bytes) = item?;
-                    offset = header.next_offset();
-                    if header.is_control() {
-                        continue;
+        for (index, partition) in self.offsets_log.iter().enumerate() {
+            partition.replay(|header, decoded| {
+                if header.is_control() {
+                    if let Some(marker) = decoded.first().and_then(|r| control_type(&r.record)) {
+                        let commit = marker == ControlType::Commit;
+                        for entry in groups.values_mut() {
+                            if self.partition_for(&entry.group.id) == index {
+                                entry.end_transaction(header.producer_id, commit);
+                            }
+                        }
                     }
-                    let (_, decoded) = decode_records(&fetched.records.slice_ref(bytes), 64 << 20)?;
-                    for r in decoded {
-                        records += 1;
-                        apply_record(&mut groups, &r.record, r.offset);
-                    }
+                    return;
                 }
-            }
+                let transaction = header.is_transactional().then_some(header.producer_id);
+                for r in decoded {
+                    records += 1;
+                    apply_record(&mut groups, &r.record, r.offset, transaction);
+                }
+            })?;
         }
         if records > 0 {
             tracing::info!(groups = groups.len(), records, "replayed {OFFSETS_TOPIC}");
@@ -370,16 +399,7 @@ impl GroupCoordinator {
         if group_id.is_empty() {
             return Err(ResponseError::InvalidGroupId.code());
         }
-        let codes: Vec<i16> = offsets
-            .iter()
-            .map(|(_, _, v)| {
-                if v.metadata.len() > OFFSET_METADATA_MAX_BYTES {
-                    ResponseError::OffsetMetadataTooLarge.code()
-                } else {
-                    0
-                }
-            })
-            .collect();
+        let codes = metadata_codes(&offsets);
         let appended = {
             let mut groups = self.lock();
             let entry = groups
@@ -433,6 +453,119 @@ impl GroupCoordinator {
             }
         }
         Ok(codes)
+    }
+
+    /// Commits offsets inside a producer's transaction (TxnOffsetCommit): checked against the
+    /// group as KIP-447 asks when the committer names its member and generation, appended as
+    /// the producer's transactional batch (refused unless the group's partition is in the
+    /// producer's transaction, as `verify` tells), and held pending until the transaction ends.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn commit_transactional_offsets(
+        &self,
+        group_id: &str,
+        producer: (i64, i16),
+        generation: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+        offsets: Vec<(String, i32, OffsetValue)>,
+        verify: &(dyn Fn(i64, i16) -> Result<(), StorageError> + Sync),
+    ) -> Result<Vec<i16>, i16> {
+        if group_id.is_empty() {
+            return Err(ResponseError::InvalidGroupId.code());
+        }
+        let codes = metadata_codes(&offsets);
+        let (producer_id, epoch) = producer;
+        let appended = {
+            let mut groups = self.lock();
+            if !member_id.is_empty() || generation >= 0 {
+                let Some(entry) = groups.get(group_id) else {
+                    return Err(ResponseError::IllegalGeneration.code());
+                };
+                entry
+                    .group
+                    .check_member(member_id, instance_id, generation)?;
+            }
+            groups
+                .entry(group_id.to_string())
+                .or_insert_with(|| GroupEntry::new(group_id));
+            let now = now_ms();
+            let mut batch = BatchBuilder::new(Compression::None)
+                .producer(producer_id, epoch, -1)
+                .transactional();
+            for ((topic, partition, value), _) in
+                offsets.iter().zip(&codes).filter(|(_, c)| **c == 0)
+            {
+                let key = OffsetsKey::Offset {
+                    group: group_id.to_string(),
+                    topic: topic.clone(),
+                    partition: *partition,
+                };
+                batch.append(&Record {
+                    key: Some(key.encode()),
+                    value: Some(value.encode()),
+                    headers: Vec::new(),
+                    timestamp: now,
+                });
+            }
+            if batch.is_empty() {
+                return Ok(codes);
+            }
+            let partition = Arc::clone(&self.offsets_log[self.partition_for(group_id)]);
+            let built = batch
+                .build(0)
+                .map_err(|_| ResponseError::UnknownServerError.code())?;
+            match partition.append_from(&built, now, Origin::TxnOffsetCommit { verify }) {
+                Ok(info) => (partition, info),
+                Err(StorageError::NotInTransaction { .. }) => {
+                    return Err(ResponseError::InvalidTxnState.code())
+                }
+                Err(StorageError::InvalidProducerEpoch { .. }) => {
+                    return Err(ResponseError::ProducerFenced.code())
+                }
+                Err(e) => {
+                    tracing::error!(group = group_id, error = %e, "could not store offsets");
+                    return Err(ResponseError::CoordinatorNotAvailable.code());
+                }
+            }
+        };
+        let (partition, info) = appended;
+        partition
+            .wait_durable(info.last_offset)
+            .await
+            .map_err(|e| {
+                tracing::error!(group = group_id, error = %e, "could not store offsets");
+                ResponseError::CoordinatorNotAvailable.code()
+            })?;
+        let mut groups = self.lock();
+        if let Some(entry) = groups.get_mut(group_id) {
+            let pending = entry.pending.entry(producer_id).or_default();
+            for ((topic, partition, value), code) in offsets.into_iter().zip(&codes) {
+                if *code == 0 {
+                    pending.insert((topic, partition), (value, info.last_offset));
+                }
+            }
+        }
+        Ok(codes)
+    }
+
+    /// Ends a producer's transaction in the groups of one `__consumer_offsets` partition, once
+    /// its marker there is durable.
+    pub(crate) fn end_transaction(&self, offsets_partition: i32, producer_id: i64, commit: bool) {
+        let mut groups = self.lock();
+        for entry in groups.values_mut() {
+            if self.partition_for(&entry.group.id) as i32 == offsets_partition {
+                entry.end_transaction(producer_id, commit);
+            }
+        }
+    }
+
+    /// Whether a transaction not yet ended holds an offset of `group_id` for the partition
+    /// (OffsetFetch with `require_stable` answers UNSTABLE_OFFSET_COMMIT then).
+    pub(crate) fn has_pending_offset(&self, group_id: &str, topic: &str, partition: i32) -> bool {
+        let key = (topic.to_string(), partition);
+        self.lock()
+            .get(group_id)
+            .is_some_and(|e| e.pending.values().any(|offsets| offsets.contains_key(&key)))
     }
 
     /// A group's committed offsets: of the given partitions, or all of them.
@@ -673,12 +806,32 @@ impl GroupCoordinator {
     }
 }
 
+/// Each offset's code: OFFSET_METADATA_TOO_LARGE for one whose metadata is over the limit.
+fn metadata_codes(offsets: &[(String, i32, OffsetValue)]) -> Vec<i16> {
+    offsets
+        .iter()
+        .map(|(_, _, v)| {
+            if v.metadata.len() > OFFSET_METADATA_MAX_BYTES {
+                ResponseError::OffsetMetadataTooLarge.code()
+            } else {
+                0
+            }
+        })
+        .collect()
+}
+
 async fn store(appended: Result<Appended, StorageError>) -> Result<(), StorageError> {
     appended?.durable().await
 }
 
-/// Applies one record of `__consumer_offsets` during replay.
-fn apply_record(groups: &mut HashMap<String, GroupEntry>, record: &Record, log_offset: i64) {
+/// Applies one record of `__consumer_offsets` during replay; `transaction` is the producer id
+/// of a transactional batch's records, whose offsets stay pending until its marker.
+fn apply_record(
+    groups: &mut HashMap<String, GroupEntry>,
+    record: &Record,
+    log_offset: i64,
+    transaction: Option<i64>,
+) {
     let Some(key) = record.key.as_deref().and_then(OffsetsKey::decode) else {
         tracing::warn!("skipping a record of {OFFSETS_TOPIC} with an unknown key");
         return;
@@ -695,7 +848,16 @@ fn apply_record(groups: &mut HashMap<String, GroupEntry>, record: &Record, log_o
                 let entry = groups
                     .entry(group_id.clone())
                     .or_insert_with(|| GroupEntry::new(&group_id));
-                entry.apply_offset((topic, partition), v, log_offset);
+                match transaction {
+                    Some(producer_id) => {
+                        entry
+                            .pending
+                            .entry(producer_id)
+                            .or_default()
+                            .insert((topic, partition), (v, log_offset));
+                    }
+                    None => entry.apply_offset((topic, partition), v, log_offset),
+                }
             }
             None => tracing::warn!(group = %group_id, "skipping a malformed offset record"),
         },

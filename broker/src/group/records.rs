@@ -11,6 +11,8 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::internal_records::{put_bytes, put_nullable_string, put_string, Reader};
+
 /// A committed offset, as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct OffsetValue {
@@ -55,23 +57,6 @@ pub(crate) enum OffsetsKey {
     },
     /// A group's metadata.
     Group { group: String },
-}
-
-fn put_string(buf: &mut BytesMut, s: &str) {
-    buf.put_i16(s.len() as i16);
-    buf.extend_from_slice(s.as_bytes());
-}
-
-fn put_nullable_string(buf: &mut BytesMut, s: Option<&str>) {
-    match s {
-        Some(s) => put_string(buf, s),
-        None => buf.put_i16(-1),
-    }
-}
-
-fn put_bytes(buf: &mut BytesMut, b: &[u8]) {
-    buf.put_i32(b.len() as i32);
-    buf.extend_from_slice(b);
 }
 
 impl OffsetsKey {
@@ -213,51 +198,6 @@ impl GroupValue {
             state_timestamp,
             members,
         })
-    }
-}
-
-/// A cursor that checks every read against what remains.
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        if self.0.len() < n {
-            return None;
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Some(head)
-    }
-
-    fn i16(&mut self) -> Option<i16> {
-        Some(i16::from_be_bytes(self.take(2)?.try_into().ok()?))
-    }
-
-    fn i32(&mut self) -> Option<i32> {
-        Some(i32::from_be_bytes(self.take(4)?.try_into().ok()?))
-    }
-
-    fn i64(&mut self) -> Option<i64> {
-        Some(i64::from_be_bytes(self.take(8)?.try_into().ok()?))
-    }
-
-    fn string(&mut self) -> Option<String> {
-        let len = usize::try_from(self.i16()?).ok()?;
-        String::from_utf8(self.take(len)?.to_vec()).ok()
-    }
-
-    fn nullable_string(&mut self) -> Option<Option<String>> {
-        let len = self.i16()?;
-        if len == -1 {
-            return Some(None);
-        }
-        let len = usize::try_from(len).ok()?;
-        Some(Some(String::from_utf8(self.take(len)?.to_vec()).ok()?))
-    }
-
-    fn bytes(&mut self) -> Option<&'a [u8]> {
-        let len = usize::try_from(self.i32()?).ok()?;
-        self.take(len)
     }
 }
 

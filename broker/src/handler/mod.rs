@@ -18,6 +18,7 @@ mod offsets;
 mod produce;
 mod producer_ids;
 mod topics;
+mod transactions;
 
 use std::sync::Arc;
 
@@ -210,7 +211,19 @@ pub(crate) fn handle(
         ApiKey::OffsetCommit => offsets::commit(state, ctx.clone(), decode(&ctx, body)?),
         ApiKey::OffsetFetch => offsets::fetch(state, &ctx, decode(&ctx, body)?),
         ApiKey::OffsetDelete => offsets::delete(state, ctx.clone(), decode(&ctx, body)?),
-        ApiKey::InitProducerId => producer_ids::init(state, &ctx, decode(&ctx, body)?),
+        ApiKey::InitProducerId => producer_ids::init(state, ctx.clone(), decode(&ctx, body)?),
+        ApiKey::AddPartitionsToTxn => {
+            transactions::add_partitions(state, ctx.clone(), decode(&ctx, body)?)
+        }
+        ApiKey::AddOffsetsToTxn => {
+            transactions::add_offsets(state, ctx.clone(), decode(&ctx, body)?)
+        }
+        ApiKey::EndTxn => transactions::end(state, ctx.clone(), decode(&ctx, body)?),
+        ApiKey::TxnOffsetCommit => {
+            transactions::commit_offsets(state, ctx.clone(), decode(&ctx, body)?)
+        }
+        ApiKey::ListTransactions => transactions::list(state, &ctx, decode(&ctx, body)?),
+        ApiKey::DescribeTransactions => transactions::describe(state, &ctx, decode(&ctx, body)?),
         _ => Err(ProtocolError::UnknownApi(api_key)),
     }?;
     if body.has_remaining() {

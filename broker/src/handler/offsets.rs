@@ -27,99 +27,161 @@ fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_string()))
 }
 
+/// The offsets a commit asks for: those of partitions the broker has, and those it does not
+/// have, which are refused one by one, as Kafka does.
+pub(super) struct OffsetsToCommit {
+    pub(super) offsets: Vec<(String, i32, OffsetValue)>,
+    unknown: Vec<(String, i32)>,
+}
+
+impl OffsetsToCommit {
+    /// Sorts the requested (topic, partition, offset, leader epoch, metadata) rows.
+    pub(super) fn new<'a>(
+        state: &BrokerState,
+        rows: impl Iterator<Item = (&'a str, i32, i64, i32, Option<&'a str>)>,
+    ) -> Self {
+        let now = now_ms();
+        let (mut offsets, mut unknown) = (Vec::new(), Vec::new());
+        for (topic, partition, offset, leader_epoch, metadata) in rows {
+            if state.partition(topic, partition).is_none() {
+                unknown.push((topic.to_string(), partition));
+                continue;
+            }
+            let value = OffsetValue {
+                offset,
+                leader_epoch,
+                metadata: metadata.unwrap_or_default().to_string(),
+                commit_timestamp: now,
+            };
+            offsets.push((topic.to_string(), partition, value));
+        }
+        Self { offsets, unknown }
+    }
+
+    /// Commits with `commit` (the coordinator's call), and gives each partition's code by
+    /// topic: `commit` answers each offset's code or one code for all.
+    pub(super) async fn commit<F>(
+        self,
+        commit: impl FnOnce(Vec<(String, i32, OffsetValue)>) -> F,
+    ) -> Vec<(String, Vec<(i32, i16)>)>
+    where
+        F: std::future::Future<Output = Result<Vec<i16>, i16>>,
+    {
+        let keys: Vec<(String, i32)> = self
+            .offsets
+            .iter()
+            .map(|(t, p, _)| (t.clone(), *p))
+            .collect();
+        let codes = match commit(self.offsets).await {
+            Ok(codes) => codes,
+            Err(code) => vec![code; keys.len()],
+        };
+        let unknown = ResponseError::UnknownTopicOrPartition.code();
+        let answers = keys
+            .into_iter()
+            .zip(codes)
+            .chain(self.unknown.into_iter().map(|key| (key, unknown)))
+            .map(|((topic, partition), code)| (topic, partition, code))
+            .collect();
+        by_topic(answers)
+    }
+}
+
+/// Groups (topic, partition, code) answers by topic, keeping their order.
+pub(super) fn by_topic(answers: Vec<(String, i32, i16)>) -> Vec<(String, Vec<(i32, i16)>)> {
+    let mut topics: Vec<(String, Vec<(i32, i16)>)> = Vec::new();
+    for (topic, partition, code) in answers {
+        match topics.iter_mut().find(|(t, _)| *t == topic) {
+            Some((_, ps)) => ps.push((partition, code)),
+            None => topics.push((topic, vec![(partition, code)])),
+        }
+    }
+    topics
+}
+
 pub(super) fn commit(
     state: &Arc<BrokerState>,
     ctx: RequestContext,
     request: OffsetCommitRequest,
 ) -> Result<Reply, ProtocolError> {
-    let now = now_ms();
-    // Offsets of partitions the broker does not have are refused one by one, as Kafka does.
-    let mut offsets = Vec::new();
-    let mut unknown = Vec::new();
-    for topic in &request.topics {
-        for p in &topic.partitions {
-            let name = topic.name.0.to_string();
-            if state.partition(&name, p.partition_index).is_none() {
-                unknown.push((name, p.partition_index));
-                continue;
-            }
-            offsets.push((
-                name,
-                p.partition_index,
-                OffsetValue {
-                    offset: p.committed_offset,
-                    leader_epoch: p.committed_leader_epoch,
-                    metadata: p
-                        .committed_metadata
-                        .as_deref()
-                        .unwrap_or_default()
-                        .to_string(),
-                    commit_timestamp: now,
-                },
-            ));
-        }
-    }
+    let to_commit = OffsetsToCommit::new(
+        state,
+        request.topics.iter().flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                (
+                    t.name.0.as_str(),
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_leader_epoch,
+                    p.committed_metadata.as_deref(),
+                )
+            })
+        }),
+    );
     let groups = Arc::clone(&state.groups);
     let group_id = request.group_id.0.to_string();
     let member_id = request.member_id.to_string();
     let instance_id = request.group_instance_id.as_ref().map(|s| s.to_string());
     let generation = request.generation_id_or_member_epoch;
     ctx.later(async move {
-        let keys: Vec<(String, i32)> = offsets.iter().map(|(t, p, _)| (t.clone(), *p)).collect();
-        let codes = match groups
-            .commit_offsets(
-                &group_id,
-                generation,
-                &member_id,
-                instance_id.as_deref(),
-                offsets,
-            )
-            .await
-        {
-            Ok(codes) => codes,
-            Err(group_code) => vec![group_code; keys.len()],
-        };
-        let mut answers: Vec<(String, i32, i16)> = keys
+        let answers = to_commit
+            .commit(|offsets| {
+                groups.commit_offsets(
+                    &group_id,
+                    generation,
+                    &member_id,
+                    instance_id.as_deref(),
+                    offsets,
+                )
+            })
+            .await;
+        let topics = answers
             .into_iter()
-            .zip(codes)
-            .map(|((t, p), c)| (t, p, c))
+            .map(|(topic, partitions)| {
+                OffsetCommitResponseTopic::default()
+                    .with_name(topic_name(&topic))
+                    .with_partitions(
+                        partitions
+                            .into_iter()
+                            .map(|(p, code)| {
+                                OffsetCommitResponsePartition::default()
+                                    .with_partition_index(p)
+                                    .with_error_code(code)
+                            })
+                            .collect(),
+                    )
+            })
             .collect();
-        answers.extend(
-            unknown
-                .into_iter()
-                .map(|(t, p)| (t, p, ResponseError::UnknownTopicOrPartition.code())),
-        );
-        let mut topics: Vec<OffsetCommitResponseTopic> = Vec::new();
-        for (topic, partition, code) in answers {
-            let answer = OffsetCommitResponsePartition::default()
-                .with_partition_index(partition)
-                .with_error_code(code);
-            match topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
-                Some(t) => t.partitions.push(answer),
-                None => topics.push(
-                    OffsetCommitResponseTopic::default()
-                        .with_name(topic_name(&topic))
-                        .with_partitions(vec![answer]),
-                ),
-            }
-        }
         OffsetCommitResponse::default().with_topics(topics)
     })
 }
 
-/// (partition, offset, leader epoch, metadata) of one group's wanted offsets, by topic.
-type FetchedTopics = Vec<(String, Vec<(i32, i64, i32, Option<String>)>)>;
+/// (partition, offset, leader epoch, metadata, error code) of one group's wanted offsets, by
+/// topic.
+type FetchedTopics = Vec<(String, Vec<(i32, i64, i32, Option<String>, i16)>)>;
 
+/// A group's offsets. With `require_stable` (KIP-447), a partition whose offset a transaction
+/// not yet ended holds answers UNSTABLE_OFFSET_COMMIT, and the client asks again.
 fn fetch_group(
     state: &BrokerState,
     group: &str,
     wanted: Option<Vec<(String, i32)>>,
+    require_stable: bool,
 ) -> FetchedTopics {
     let mut topics: FetchedTopics = Vec::new();
     for (topic, partition, value) in state.groups.fetch_offsets(group, wanted) {
+        if require_stable && state.groups.has_pending_offset(group, &topic, partition) {
+            let code = ResponseError::UnstableOffsetCommit.code();
+            let row = (partition, -1, -1, None, code);
+            match topics.iter_mut().find(|(t, _)| *t == topic) {
+                Some((_, rows)) => rows.push(row),
+                None => topics.push((topic, vec![row])),
+            }
+            continue;
+        }
         let row = match value {
-            Some(v) => (partition, v.offset, v.leader_epoch, Some(v.metadata)),
-            None => (partition, -1, -1, Some(String::new())),
+            Some(v) => (partition, v.offset, v.leader_epoch, Some(v.metadata), 0),
+            None => (partition, -1, -1, Some(String::new()), 0),
         };
         match topics.iter_mut().find(|(t, _)| *t == topic) {
             Some((_, rows)) => rows.push(row),
@@ -150,16 +212,17 @@ pub(super) fn fetch(
                         })
                         .collect()
                 });
-                let topics = fetch_group(state, &g.group_id.0, wanted)
+                let topics = fetch_group(state, &g.group_id.0, wanted, request.require_stable)
                     .into_iter()
                     .map(|(topic, rows)| {
                         OffsetFetchResponseTopics::default()
                             .with_name(topic_name(&topic))
                             .with_partitions(
                                 rows.into_iter()
-                                    .map(|(p, offset, epoch, metadata)| {
+                                    .map(|(p, offset, epoch, metadata, code)| {
                                         OffsetFetchResponsePartitions::default()
                                             .with_partition_index(p)
+                                            .with_error_code(code)
                                             .with_committed_offset(offset)
                                             .with_committed_leader_epoch(epoch)
                                             .with_metadata(metadata.map(StrBytes::from_string))
@@ -185,16 +248,18 @@ pub(super) fn fetch(
             })
             .collect()
     });
-    let topics = fetch_group(state, &request.group_id.0, wanted)
+    let require_stable = version >= 7 && request.require_stable;
+    let topics = fetch_group(state, &request.group_id.0, wanted, require_stable)
         .into_iter()
         .map(|(topic, rows)| {
             OffsetFetchResponseTopic::default()
                 .with_name(topic_name(&topic))
                 .with_partitions(
                     rows.into_iter()
-                        .map(|(p, offset, epoch, metadata)| {
+                        .map(|(p, offset, epoch, metadata, code)| {
                             let row = OffsetFetchResponsePartition::default()
                                 .with_partition_index(p)
+                                .with_error_code(code)
                                 .with_committed_offset(offset)
                                 .with_metadata(metadata.map(StrBytes::from_string));
                             if version >= 5 {

@@ -1,6 +1,7 @@
 //! Produce: append each partition's batches in request order, then answer once they are
 //! durable (acks=1 and acks=all; with one replica these mean the same), or not at all
-//! (acks=0).
+//! (acks=0). A transactional batch that opens its producer's transaction in a partition is
+//! refused unless the transaction coordinator has the partition in that transaction (KIP-890).
 
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::errors::storage_code;
 use super::{ProtocolError, Reply, RequestContext, Response};
 use crate::state::{now_ms, BrokerState};
-use crate::storage::Partition;
+use crate::storage::{Origin, Partition};
 
 /// A partition's answer, and the durability it still waits for.
 struct Pending {
@@ -76,7 +77,10 @@ pub(super) fn handle(
                 ));
                 continue;
             };
-            match partition.append(&records, now) {
+            let verify = |producer_id: i64, epoch: i16| {
+                state.transactions.verify(producer_id, epoch, &name, index)
+            };
+            match partition.append_from(&records, now, Origin::Client { verify: &verify }) {
                 Ok(info) => {
                     let mut response = PartitionProduceResponse::default()
                         .with_index(index)

@@ -1,7 +1,7 @@
-//! InitProducerId for idempotent producers: a new producer id at epoch 0, or, when a producer
-//! asks with its id and epoch (KIP-360, after an error it cannot otherwise recover from), the
-//! same id at the next epoch. Transactional ids are refused until the transaction coordinator
-//! exists.
+//! InitProducerId. Without a transactional id: a new producer id at epoch 0, or, when a
+//! producer asks with its id and epoch (KIP-360, after an error it cannot otherwise recover
+//! from), the same id at the next epoch. With one: the transaction coordinator's producer id
+//! and next epoch for that id, which fences the producers before it.
 
 use std::sync::Arc;
 
@@ -11,44 +11,42 @@ use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, Pr
 use super::{ProtocolError, Reply, RequestContext};
 use crate::state::BrokerState;
 
-pub(super) fn init(
-    state: &Arc<BrokerState>,
-    ctx: &RequestContext,
-    request: InitProducerIdRequest,
-) -> Result<Reply, ProtocolError> {
-    let refused = |code: i16| {
-        InitProducerIdResponse::default()
-            .with_error_code(code)
-            .with_producer_id(ProducerId(-1))
-            .with_producer_epoch(-1)
-    };
-    if request
-        .transactional_id
-        .as_ref()
-        .is_some_and(|id| !id.is_empty())
-    {
-        tracing::warn!(
-            "refused InitProducerId with a transactional id: transactions are not served yet"
-        );
-        return ctx.reply(&refused(ResponseError::InvalidRequest.code()));
-    }
-    let (id, epoch) = if request.producer_id.0 >= 0
-        && request.producer_epoch >= 0
-        && request.producer_epoch < i16::MAX
-    {
-        (request.producer_id.0, request.producer_epoch + 1)
-    } else {
-        match state.producer_ids.next_id() {
-            Ok(id) => (id, 0),
-            Err(e) => {
-                tracing::error!(error = %e, "could not reserve producer ids");
-                return ctx.reply(&refused(ResponseError::CoordinatorNotAvailable.code()));
-            }
-        }
-    };
-    ctx.reply(
-        &InitProducerIdResponse::default()
+fn answer(result: Result<(i64, i16), i16>) -> InitProducerIdResponse {
+    match result {
+        Ok((id, epoch)) => InitProducerIdResponse::default()
             .with_producer_id(ProducerId(id))
             .with_producer_epoch(epoch),
-    )
+        Err(code) => InitProducerIdResponse::default()
+            .with_error_code(code)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1),
+    }
+}
+
+pub(super) fn init(
+    state: &Arc<BrokerState>,
+    ctx: RequestContext,
+    request: InitProducerIdRequest,
+) -> Result<Reply, ProtocolError> {
+    let expected = (request.producer_id.0 >= 0 && request.producer_epoch >= 0)
+        .then_some((request.producer_id.0, request.producer_epoch));
+    if let Some(id) = request.transactional_id.filter(|id| !id.is_empty()) {
+        let transactions = Arc::clone(&state.transactions);
+        let timeout_ms = request.transaction_timeout_ms;
+        return ctx.later(async move {
+            answer(
+                transactions
+                    .init_producer_id(&id.0, timeout_ms, expected)
+                    .await,
+            )
+        });
+    }
+    let result = match expected {
+        Some((id, epoch)) if epoch < i16::MAX => Ok((id, epoch + 1)),
+        _ => state.producer_ids.next_id().map(|id| (id, 0)).map_err(|e| {
+            tracing::error!(error = %e, "could not reserve producer ids");
+            ResponseError::CoordinatorNotAvailable.code()
+        }),
+    };
+    ctx.reply(&answer(result))
 }

@@ -32,7 +32,13 @@ pub enum Origin<'a> {
         /// Checks that the producer's transaction includes this partition.
         verify: &'a dyn Fn(i64, i16) -> Result<(), StorageError>,
     },
-    /// A coordinator writing transaction markers or transactional offset commits.
+    /// The group coordinator writing a producer's transactional offset commit (TxnOffsetCommit):
+    /// its batch carries no sequence number but is verified as a producer's would be.
+    TxnOffsetCommit {
+        /// Checks that the producer's transaction includes this partition.
+        verify: &'a dyn Fn(i64, i16) -> Result<(), StorageError>,
+    },
+    /// The transaction coordinator writing markers.
     Coordinator,
 }
 
@@ -40,6 +46,7 @@ impl std::fmt::Debug for Origin<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Origin::Client { .. } => "Client",
+            Origin::TxnOffsetCommit { .. } => "TxnOffsetCommit",
             Origin::Coordinator => "Coordinator",
         })
     }
@@ -228,7 +235,7 @@ impl Log {
         if let Some(duplicate) = self.check_producers(origin)? {
             return Ok((duplicate, None));
         }
-        if let Origin::Client { verify } = origin {
+        if let Origin::Client { verify } | Origin::TxnOffsetCommit { verify } = origin {
             for header in self.headers.iter().filter(|h| h.is_transactional()) {
                 if !self.producers.has_open_transaction(header.producer_id) {
                     verify(header.producer_id, header.producer_epoch)?;
@@ -417,9 +424,8 @@ impl Log {
         let mut in_this_request: Vec<(i64, i32)> = Vec::new();
         for header in self.headers.iter().filter(|h| h.producer_id >= 0) {
             let producer_id = header.producer_id;
-            if header.is_control()
-                || (header.base_sequence < 0 && matches!(origin, Origin::Coordinator))
-            {
+            let from_coordinator = !matches!(origin, Origin::Client { .. });
+            if header.is_control() || (header.base_sequence < 0 && from_coordinator) {
                 // A coordinator's batch: only its epoch is checked.
                 let current = self
                     .producers

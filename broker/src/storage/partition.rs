@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use eddy_core::log::{Offset, Timestamp, TopicPartition};
+use eddy_core::wire::batch::{decode_records, BatchHeader, BatchRecord, Batches};
 use tokio::sync::watch;
 
 use super::compaction::{self, CompactionStats};
@@ -239,6 +240,27 @@ impl Partition {
             high_watermark: located.high_watermark,
             log_start_offset: located.log_start_offset,
         })
+    }
+
+    /// Calls `f` with every batch visible to consumers, from the log start, in order, with its
+    /// records decoded: how coordinators rebuild their state from internal topics.
+    pub fn replay(
+        &self,
+        mut f: impl FnMut(&BatchHeader, Vec<BatchRecord>),
+    ) -> Result<(), StorageError> {
+        let mut offset = self.log_start_offset();
+        loop {
+            let fetched = self.read(offset, 1 << 20)?;
+            if fetched.records.is_empty() {
+                return Ok(());
+            }
+            for item in Batches::new(&fetched.records) {
+                let (header, bytes) = item?;
+                offset = header.next_offset();
+                let (_, records) = decode_records(&fetched.records.slice_ref(bytes), 64 << 20)?;
+                f(&header, records);
+            }
+        }
     }
 
     /// Where the batches [`Self::read`] would return are, without reading them: the file

@@ -134,6 +134,9 @@ struct BrokerArgs {
     /// The host clients are told to connect to (defaults to the listen address).
     #[arg(long)]
     advertised_host: Option<String>,
+    /// The port clients are told to connect to (defaults to the listen port).
+    #[arg(long)]
+    advertised_port: Option<u16>,
     /// Create unknown topics when clients ask for them (off by default, as in Kafka 4).
     #[arg(long)]
     auto_create_topics: bool,
@@ -189,6 +192,9 @@ async fn run_broker(args: BrokerArgs) -> std::io::Result<()> {
         .fsync_before_ack(!args.no_fsync);
     if let Some(host) = args.advertised_host {
         builder = builder.advertised_host(host);
+    }
+    if let Some(port) = args.advertised_port {
+        builder = builder.advertised_port(port);
     }
     let broker = builder.start().await?;
     shutdown_signal().await?;
