@@ -148,22 +148,59 @@ impl TransactionCoordinator {
         txn: TxnMetadata,
         keep_pending: bool,
     ) -> Result<(), i16> {
+        let stored = match self.append_state(id, &txn) {
+            Ok((partition, last_offset)) => partition.wait_durable(last_offset).await,
+            Err(e) => Err(e),
+        };
+        self.apply(id, txn, stored, keep_pending)
+    }
+
+    /// Stores a completed transaction's state and applies it without waiting for it to be
+    /// durable: its markers are, so a crash before this record is leaves the transaction
+    /// prepared, and the replay completes it again. Anything stored later for `id` goes to
+    /// the same partition after it, so it is durable first.
+    async fn store_completion(&self, id: &str, txn: TxnMetadata) -> Result<(), i16> {
+        let stored = match self.append_state(id, &txn) {
+            Ok((partition, last_offset)) => {
+                tokio::spawn(async move {
+                    if let Err(e) = partition.wait_durable(last_offset).await {
+                        tracing::error!(error = %e, "fsync of {TRANSACTION_STATE_TOPIC} failed");
+                    }
+                });
+                Ok(())
+            }
+            Err(e) => Err(e),
+        };
+        self.apply(id, txn, stored, false)
+    }
+
+    /// Appends the record of `id`'s state `txn`: the partition and the record's offset.
+    fn append_state(
+        &self,
+        id: &str,
+        txn: &TxnMetadata,
+    ) -> Result<(Arc<Partition>, i64), StorageError> {
         let partition = &self.state_log[coordinator_partition(id, self.state_log.len())];
         let now = now_ms();
         let mut batch = BatchBuilder::new(Compression::None);
         batch.append(&Record {
             key: Some(encode_key(id)),
-            value: Some(encode_value(&txn)),
+            value: Some(encode_value(txn)),
             headers: Vec::new(),
             timestamp: now,
         });
-        let stored = match batch.build(0) {
-            Ok(bytes) => match partition.append(&bytes, now) {
-                Ok(info) => partition.wait_durable(info.last_offset).await,
-                Err(e) => Err(e),
-            },
-            Err(e) => Err(StorageError::CorruptBatch(e)),
-        };
+        let info = partition.append(&batch.build(0)?, now)?;
+        Ok((Arc::clone(partition), info.last_offset))
+    }
+
+    /// Applies `txn` as `id`'s state once `stored` says it was stored.
+    fn apply(
+        &self,
+        id: &str,
+        txn: TxnMetadata,
+        stored: Result<(), StorageError>,
+        keep_pending: bool,
+    ) -> Result<(), i16> {
         let mut entries = self.lock();
         let Entries { by_id, by_producer } = &mut *entries;
         let Some(entry) = by_id.get_mut(id) else {
@@ -337,7 +374,10 @@ impl TransactionCoordinator {
     /// transaction stays prepared, and the timer tries again.
     async fn complete(&self, id: &str, prepared: TxnMetadata) -> Result<(), i16> {
         match self.write_markers(&prepared).await {
-            Ok(()) => self.store(id, prepared.completed(now_ms()), false).await,
+            Ok(()) => {
+                self.store_completion(id, prepared.completed(now_ms()))
+                    .await
+            }
             Err(e) => {
                 if let Some(entry) = self.lock().by_id.get_mut(id) {
                     entry.pending = false;

@@ -38,21 +38,48 @@ enum Command {
     /// Show consumer groups, their lag, and move their offsets.
     #[command(subcommand)]
     Groups(GroupsCommand),
+    /// Show transactional producers and their transactions.
+    #[command(subcommand)]
+    Transactions(TransactionsCommand),
+}
+
+/// Which broker a command talks to.
+#[derive(clap::Args)]
+struct BrokerAddress {
+    /// The broker, as host:port.
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    bootstrap: String,
+}
+
+#[derive(Subcommand)]
+enum TransactionsCommand {
+    /// Every transactional id, with its producer id and state.
+    List {
+        #[command(flatten)]
+        broker: BrokerAddress,
+    },
+    /// One transactional id: producer, state, timeout, and the open transaction's start and
+    /// partitions.
+    Describe {
+        #[command(flatten)]
+        broker: BrokerAddress,
+        /// The transactional id.
+        #[arg(long)]
+        transactional_id: String,
+    },
 }
 
 #[derive(Subcommand)]
 enum GroupsCommand {
     /// The ids of every group.
     List {
-        /// The broker, as host:port.
-        #[arg(long, default_value = "127.0.0.1:9092")]
-        bootstrap: String,
+        #[command(flatten)]
+        broker: BrokerAddress,
     },
     /// A group's partitions: committed offset, end, lag and consumer.
     Describe {
-        /// The broker, as host:port.
-        #[arg(long, default_value = "127.0.0.1:9092")]
-        bootstrap: String,
+        #[command(flatten)]
+        broker: BrokerAddress,
         /// The group.
         #[arg(long)]
         group: String,
@@ -60,9 +87,8 @@ enum GroupsCommand {
     /// Move a group's offsets in a topic (a dry run unless --execute); the group must have no
     /// active members.
     ResetOffsets {
-        /// The broker, as host:port.
-        #[arg(long, default_value = "127.0.0.1:9092")]
-        bootstrap: String,
+        #[command(flatten)]
+        broker: BrokerAddress,
         /// The group.
         #[arg(long)]
         group: String,
@@ -93,6 +119,19 @@ enum BenchCommand {
     Produce(BenchArgs),
     /// Read a topic's partitions from the start until the given number of records arrived.
     Consume(BenchArgs),
+    /// Send the same records with acks=all and from a transactional producer in
+    /// transactions of `--transaction-ms` each, alternately; prints the throughputs, the ratio
+    /// of their medians and the EndTxn latency.
+    Transactions {
+        #[command(flatten)]
+        load: BenchArgs,
+        /// How long each transaction runs.
+        #[arg(long, default_value_t = 100)]
+        transaction_ms: u64,
+        /// Plain and transactional runs of `--records` each, alternated.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+    },
 }
 
 #[derive(clap::Args)]
@@ -172,6 +211,7 @@ fn main() -> ExitCode {
             Command::Broker(args) => run_broker(args).await,
             Command::Bench(command) => run_bench(command).await,
             Command::Groups(command) => run_groups(command).await,
+            Command::Transactions(command) => run_transactions(command).await,
         }
     });
     match result {
@@ -205,37 +245,99 @@ async fn run_broker(args: BrokerArgs) -> std::io::Result<()> {
 }
 
 async fn run_bench(command: BenchCommand) -> std::io::Result<()> {
-    let (test, result) = match command {
+    let load_of = |args: &BenchArgs, topic: String| bench::ProduceLoad {
+        topic,
+        partitions: args.partitions,
+        records: args.records,
+        record_size: args.record_size,
+        batch_records: args.batch_records,
+        in_flight: args.in_flight,
+        acks: -1,
+        compression: Compression::None,
+    };
+    let failed = std::io::Error::other;
+    match command {
         BenchCommand::Produce(args) => {
-            let load = bench::ProduceLoad {
-                topic: args.topic.clone(),
-                partitions: args.partitions,
-                records: args.records,
-                record_size: args.record_size,
-                batch_records: args.batch_records,
-                in_flight: args.in_flight,
-                acks: -1,
-                compression: Compression::None,
-            };
-            (
-                "produce",
-                (args.label, bench::produce(&args.bootstrap, &load).await),
-            )
+            let load = load_of(&args, args.topic.clone());
+            let figures = bench::produce(&args.bootstrap, &load)
+                .await
+                .map_err(failed)?;
+            print_throughput(&args.label, "produce", &figures);
         }
         BenchCommand::Consume(args) => {
-            let result = bench::consume(
+            let figures = bench::consume(
                 &args.bootstrap,
                 &args.topic,
                 args.partitions,
                 args.records,
                 args.record_size,
             )
-            .await;
-            ("consume", (args.label, result))
+            .await
+            .map_err(failed)?;
+            print_throughput(&args.label, "consume", &figures);
         }
-    };
-    let (label, result) = result;
-    let figures = result.map_err(std::io::Error::other)?;
+        BenchCommand::Transactions {
+            load: args,
+            transaction_ms,
+            rounds,
+        } => {
+            // Rounds alternate plain and transactional runs, so a shared machine's slow spells
+            // fall on both; the medians are compared.
+            let (mut plain_rates, mut transactional_rates, mut end_txn) =
+                (Vec::new(), Vec::new(), Vec::new());
+            for round in 0..rounds.max(1) {
+                // Each run also pays for the writeback of the one before: the order alternates.
+                for transactional in [round % 2 == 1, round % 2 == 0] {
+                    let topic = format!("{}-{round}-{transactional}", args.topic);
+                    let load = load_of(&args, topic);
+                    if transactional {
+                        let run = bench::produce_transactionally(
+                            &args.bootstrap,
+                            &load,
+                            &format!("{}-producer", args.topic),
+                            std::time::Duration::from_millis(transaction_ms),
+                        )
+                        .await
+                        .map_err(failed)?;
+                        print_throughput(&args.label, "produce-transactional", &run.throughput);
+                        transactional_rates.push(run.throughput.records_per_sec());
+                        end_txn.extend(run.end_txn);
+                    } else {
+                        let plain = bench::produce(&args.bootstrap, &load)
+                            .await
+                            .map_err(failed)?;
+                        print_throughput(&args.label, "produce", &plain);
+                        plain_rates.push(plain.records_per_sec());
+                    }
+                }
+            }
+            end_txn.sort_unstable();
+            let percentile = |p: f64| {
+                let i = ((end_txn.len() as f64 * p).ceil() as usize).clamp(1, end_txn.len().max(1));
+                end_txn.get(i - 1).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+            };
+            println!(
+                "{{\"broker\":\"{}\",\"test\":\"transactions\",\"plain_records_per_sec\":{:.0},\"transactional_records_per_sec\":{:.0},\"ratio\":{:.3},\"transactions\":{},\"end_txn_p50_ms\":{:.2},\"end_txn_p99_ms\":{:.2}}}",
+                args.label,
+                median(&mut plain_rates),
+                median(&mut transactional_rates),
+                median(&mut transactional_rates) / median(&mut plain_rates),
+                end_txn.len(),
+                percentile(0.5),
+                percentile(0.99)
+            );
+        }
+    }
+    Ok(())
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// One JSON line of figures.
+fn print_throughput(label: &str, test: &str, figures: &bench::Throughput) {
     println!(
         "{{\"broker\":\"{label}\",\"test\":\"{test}\",\"records\":{},\"seconds\":{:.3},\"records_per_sec\":{:.0},\"mb_per_sec\":{:.1}}}",
         figures.records,
@@ -243,7 +345,6 @@ async fn run_bench(command: BenchCommand) -> std::io::Result<()> {
         figures.records_per_sec(),
         figures.mb_per_sec()
     );
-    Ok(())
 }
 
 async fn run_groups(command: GroupsCommand) -> std::io::Result<()> {
@@ -255,12 +356,12 @@ async fn run_groups(command: GroupsCommand) -> std::io::Result<()> {
             .map_err(std::io::Error::other)
     };
     let text = match command {
-        GroupsCommand::List { bootstrap } => groups::list(&connect(bootstrap).await?).await,
-        GroupsCommand::Describe { bootstrap, group } => {
-            groups::describe(&connect(bootstrap).await?, &group).await
+        GroupsCommand::List { broker } => groups::list(&connect(broker.bootstrap).await?).await,
+        GroupsCommand::Describe { broker, group } => {
+            groups::describe(&connect(broker.bootstrap).await?, &group).await
         }
         GroupsCommand::ResetOffsets {
-            bootstrap,
+            broker,
             group,
             topic,
             to_earliest,
@@ -284,7 +385,42 @@ async fn run_groups(command: GroupsCommand) -> std::io::Result<()> {
                     "say where to: --to-earliest, --to-latest, --to-datetime or --shift-by",
                 ));
             };
-            groups::reset_offsets(&connect(bootstrap).await?, &group, &topic, target, execute).await
+            groups::reset_offsets(
+                &connect(broker.bootstrap).await?,
+                &group,
+                &topic,
+                target,
+                execute,
+            )
+            .await
+        }
+    }
+    .map_err(std::io::Error::other)?;
+    print!("{text}");
+    Ok(())
+}
+
+async fn run_transactions(command: TransactionsCommand) -> std::io::Result<()> {
+    use eddy::client::Admin;
+    use eddy::tools::transactions;
+    let connect = |bootstrap: String| async move {
+        Admin::connect(&bootstrap)
+            .await
+            .map_err(std::io::Error::other)
+    };
+    let text = match command {
+        TransactionsCommand::List { broker } => {
+            transactions::list(&connect(broker.bootstrap).await?).await
+        }
+        TransactionsCommand::Describe {
+            broker,
+            transactional_id,
+        } => {
+            let now_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64);
+            transactions::describe(&connect(broker.bootstrap).await?, &transactional_id, now_ms)
+                .await
         }
     }
     .map_err(std::io::Error::other)?;

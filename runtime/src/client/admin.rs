@@ -1,5 +1,6 @@
-//! Administration through the wire protocol: groups, committed offsets and offset lookups —
-//! what `eddy groups` is built on. Works against any Kafka-compatible broker.
+//! Administration through the wire protocol: groups, committed offsets, offset lookups and
+//! transactions — what `eddy groups` and `eddy transactions` are built on. Works against any
+//! Kafka-compatible broker.
 
 use std::collections::BTreeMap;
 
@@ -12,8 +13,9 @@ use kafka_protocol::messages::offset_commit_request::{
 };
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
 use kafka_protocol::messages::{
-    DescribeGroupsRequest, GroupId, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
-    OffsetCommitRequest, OffsetFetchRequest, TopicName,
+    DescribeGroupsRequest, DescribeTransactionsRequest, GroupId, ListGroupsRequest,
+    ListOffsetsRequest, ListTransactionsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetFetchRequest, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -68,6 +70,34 @@ pub struct GroupDescription {
     pub members: Vec<GroupMember>,
 }
 
+/// A transactional id as ListTransactions shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedTransaction {
+    /// The transactional id.
+    pub transactional_id: String,
+    /// Its producer id.
+    pub producer_id: i64,
+    /// `Ongoing`, `CompleteCommit`, …
+    pub state: String,
+}
+
+/// A transactional id's state as DescribeTransactions shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransactionDescription {
+    /// The transactional id.
+    pub transactional_id: String,
+    /// Its producer id and epoch.
+    pub producer: (i64, i16),
+    /// `Empty`, `Ongoing`, `PrepareCommit`, `CompleteCommit`, …
+    pub state: String,
+    /// The producer's `transaction.timeout.ms`.
+    pub timeout_ms: i32,
+    /// When the open transaction began (ms since the epoch), or -1.
+    pub start_time_ms: i64,
+    /// The partitions of the open transaction.
+    pub partitions: Vec<TopicPartition>,
+}
+
 /// An administrative client on one connection.
 #[derive(Debug, Clone)]
 pub struct Admin {
@@ -111,6 +141,65 @@ impl Admin {
             .collect();
         groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
         Ok(groups)
+    }
+
+    /// Every transactional id the broker knows, sorted.
+    pub async fn list_transactions(&self) -> Result<Vec<ListedTransaction>, ClientError> {
+        let response = self
+            .conn
+            .send(0, &ListTransactionsRequest::default())
+            .await?;
+        if response.error_code != 0 {
+            return Err(self.refused("ListTransactions", response.error_code));
+        }
+        let mut listed: Vec<_> = response
+            .transaction_states
+            .into_iter()
+            .map(|t| ListedTransaction {
+                transactional_id: t.transactional_id.0.to_string(),
+                producer_id: t.producer_id.0,
+                state: t.transaction_state.to_string(),
+            })
+            .collect();
+        listed.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
+        Ok(listed)
+    }
+
+    /// A transactional id's producer and open transaction.
+    pub async fn describe_transaction(
+        &self,
+        transactional_id: &str,
+    ) -> Result<TransactionDescription, ClientError> {
+        let request = DescribeTransactionsRequest::default()
+            .with_transactional_ids(vec![TransactionalId(text(transactional_id))]);
+        let response = self.conn.send(0, &request).await?;
+        let t = response
+            .transaction_states
+            .into_iter()
+            .next()
+            .ok_or_else(|| self.refused("DescribeTransactions (nothing in the answer)", -1))?;
+        if t.error_code != 0 {
+            return Err(self.refused("DescribeTransactions", t.error_code));
+        }
+        let mut partitions: Vec<TopicPartition> = t
+            .topics
+            .iter()
+            .flat_map(|topic| {
+                topic
+                    .partitions
+                    .iter()
+                    .map(|&p| TopicPartition::new(topic.topic.0.as_str(), p))
+            })
+            .collect();
+        partitions.sort();
+        Ok(TransactionDescription {
+            transactional_id: t.transactional_id.0.to_string(),
+            producer: (t.producer_id.0, t.producer_epoch),
+            state: t.transaction_state.to_string(),
+            timeout_ms: t.transaction_timeout_ms,
+            start_time_ms: t.transaction_start_time_ms,
+            partitions,
+        })
     }
 
     /// A group's state and members, with their partitions for consumer groups.

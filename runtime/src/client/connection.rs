@@ -81,6 +81,19 @@ impl Connection {
         version: i16,
         request: &R,
     ) -> Result<R::Response, ClientError> {
+        self.start(version, request).await?.await
+    }
+
+    /// Queues `request` at `version` for writing and returns the future of its response.
+    /// Requests are written in the order their `start` calls return, so a caller that must
+    /// keep an order (a producer's sequence numbers) starts them one after another and awaits
+    /// the responses later, with the requests pipelined.
+    pub async fn start<R: Request>(
+        &self,
+        version: i16,
+        request: &R,
+    ) -> Result<impl std::future::Future<Output = Result<R::Response, ClientError>>, ClientError>
+    {
         let protocol = |reason: String| ClientError::Protocol {
             addr: self.addr.clone(),
             reason,
@@ -114,18 +127,25 @@ impl Connection {
             .send((frame.freeze(), (correlation_id, respond)))
             .await
             .map_err(|_| ClientError::Closed(self.addr.clone()))?;
-        let mut body = response
-            .await
-            .map_err(|_| ClientError::Closed(self.addr.clone()))??;
-        let header = ResponseHeader::decode(&mut body, R::Response::header_version(version))
-            .map_err(|e| protocol(e.to_string()))?;
-        if header.correlation_id != correlation_id {
-            return Err(protocol(format!(
-                "response {} arrived for request {correlation_id}",
-                header.correlation_id
-            )));
-        }
-        R::Response::decode(&mut body, version).map_err(|e| protocol(e.to_string()))
+        let addr = self.addr.clone();
+        Ok(async move {
+            let protocol = |reason: String| ClientError::Protocol {
+                addr: addr.clone(),
+                reason,
+            };
+            let mut body = response
+                .await
+                .map_err(|_| ClientError::Closed(addr.clone()))??;
+            let header = ResponseHeader::decode(&mut body, R::Response::header_version(version))
+                .map_err(|e| protocol(e.to_string()))?;
+            if header.correlation_id != correlation_id {
+                return Err(protocol(format!(
+                    "response {} arrived for request {correlation_id}",
+                    header.correlation_id
+                )));
+            }
+            R::Response::decode(&mut body, version).map_err(|e| protocol(e.to_string()))
+        })
     }
 }
 

@@ -8,7 +8,10 @@
 mod admin;
 mod connection;
 
-pub use admin::{Admin, GroupDescription, GroupMember, ListedGroup, OffsetSpec};
+pub use admin::{
+    Admin, GroupDescription, GroupMember, ListedGroup, ListedTransaction, OffsetSpec,
+    TransactionDescription,
+};
 pub use connection::Connection;
 
 /// The Kafka protocol's message types, for requests sent through a [`Connection`].

@@ -146,7 +146,8 @@ pub fn describe_table(group: &str, no_active_members: bool, rows: &[PartitionRow
 }
 
 /// Columns padded to their widest cell, one space apart; the last column unpadded.
-fn table<const N: usize>(header: &[String; N], rows: &[[String; N]]) -> String {
+/// Columns padded to their widest cell and one space apart, as Kafka's tools print them.
+pub(crate) fn table<const N: usize>(header: &[String; N], rows: &[[String; N]]) -> String {
     let mut widths = header.clone().map(|h| h.len());
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {

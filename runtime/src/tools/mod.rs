@@ -3,5 +3,6 @@
 
 pub mod groups;
 mod time;
+pub mod transactions;
 
 pub use time::parse_datetime;

@@ -4,7 +4,12 @@
 //!
 //! The producer sends requests of one batch per partition, `in_flight` at a time, building
 //! every batch (records, CRC-32C) as a client does. The consumer keeps one fetch in flight,
-//! as Kafka's consumers do, and counts records from batch headers.
+//! as Kafka's consumers do, and counts records from batch headers. The transactional producer
+//! is in `transactions`.
+
+mod transactions;
+
+pub use transactions::{produce_transactionally, TransactionalThroughput};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -19,7 +24,8 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    CreateTopicsRequest, FetchRequest, MetadataRequest, ProduceRequest, TopicName,
+    CreateTopicsRequest, FetchRequest, MetadataRequest, ProduceRequest, ProduceResponse, TopicName,
+    TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -69,11 +75,11 @@ impl Throughput {
     }
 }
 
-fn topic_name(topic: &str) -> TopicName {
+pub(crate) fn topic_name(topic: &str) -> TopicName {
     TopicName(StrBytes::from_string(topic.to_string()))
 }
 
-fn failure(conn: &Connection, reason: String) -> ClientError {
+pub(crate) fn failure(conn: &Connection, reason: String) -> ClientError {
     ClientError::Protocol {
         addr: conn.addr().to_string(),
         reason,
@@ -155,18 +161,11 @@ pub async fn produce(bootstrap: &str, load: &ProduceLoad) -> Result<Throughput, 
                     return Ok::<_, ClientError>(());
                 }
                 let count = per_request.min(load.records - first);
-                let mut request = produce_request(&load, &payload, count)?;
+                let mut request = produce_request(&load, &payload, count, None)?;
                 // Retriable errors (a partition whose leader is still starting, say) are
                 // retried for the partitions that got them, as clients do.
                 for attempt in 0.. {
-                    let response = conn.send(9, &request).await?;
-                    let failed: Vec<(i32, i16)> = response
-                        .responses
-                        .iter()
-                        .flat_map(|t| t.partition_responses.iter())
-                        .filter(|p| p.error_code != 0)
-                        .map(|p| (p.index, p.error_code))
-                        .collect();
+                    let failed = failed_partitions(&conn.send(9, &request).await?);
                     if failed.is_empty() {
                         break;
                     }
@@ -201,13 +200,34 @@ pub async fn produce(bootstrap: &str, load: &ProduceLoad) -> Result<Throughput, 
     })
 }
 
+/// The (partition, error code) of every partition a produce failed in.
+pub(crate) fn failed_partitions(response: &ProduceResponse) -> Vec<(i32, i16)> {
+    response
+        .responses
+        .iter()
+        .flat_map(|t| t.partition_responses.iter())
+        .filter(|p| p.error_code != 0)
+        .map(|p| (p.index, p.error_code))
+        .collect()
+}
+
+/// The transactional producer a request's batches come from, and the request's number: every
+/// request before it was full, which gives each partition's sequence numbers.
+pub(crate) struct Transactional<'a> {
+    pub(crate) id: &'a TransactionalId,
+    pub(crate) producer: (i64, i16),
+    pub(crate) request: u64,
+}
+
 /// One request of `count` records spread over the partitions, one batch each.
 fn produce_request(
     load: &ProduceLoad,
     payload: &[u8],
     count: u64,
+    transactional: Option<Transactional<'_>>,
 ) -> Result<ProduceRequest, ClientError> {
     let partitions = load.partitions as u64;
+    let full = load.batch_records as u64 * partitions;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
@@ -218,6 +238,13 @@ fn produce_request(
             continue;
         }
         let mut batch = BatchBuilder::new(load.compression);
+        if let Some(t) = &transactional {
+            let per_full_request = full / partitions + u64::from(p < full % partitions);
+            let sequence = ((t.request * per_full_request) % (1 << 31)) as i32;
+            batch = batch
+                .producer(t.producer.0, t.producer.1, sequence)
+                .transactional();
+        }
         for _ in 0..n {
             batch.append_parts(None, Some(payload), &[], now);
         }
@@ -232,6 +259,7 @@ fn produce_request(
         );
     }
     Ok(ProduceRequest::default()
+        .with_transactional_id(transactional.map(|t| t.id.clone()))
         .with_acks(load.acks)
         .with_timeout_ms(30_000)
         .with_topic_data(vec![TopicProduceData::default()
