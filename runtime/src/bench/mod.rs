@@ -21,11 +21,12 @@ use eddy_core::wire::compression::Compression;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    CreateTopicsRequest, FetchRequest, MetadataRequest, ProduceRequest, ProduceResponse, TopicName,
-    TransactionalId,
+    CreateTopicsRequest, FetchRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest,
+    ProduceResponse, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -123,7 +124,7 @@ pub async fn ensure_topic(
                     .iter()
                     .all(|p| p.error_code == 0 && p.leader_id.0 >= 0)
         });
-        if ready {
+        if ready && leaders_answer(conn, topic, partitions).await? {
             return Ok(());
         }
         if Instant::now() > deadline {
@@ -134,6 +135,32 @@ pub async fn ensure_topic(
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Whether every partition's leader answers ListOffsets: Kafka's metadata names leaders a
+/// moment before they take requests.
+async fn leaders_answer(
+    conn: &Connection,
+    topic: &str,
+    partitions: i32,
+) -> Result<bool, ClientError> {
+    let request = ListOffsetsRequest::default().with_topics(vec![ListOffsetsTopic::default()
+        .with_name(topic_name(topic))
+        .with_partitions(
+            (0..partitions)
+                .map(|p| {
+                    ListOffsetsPartition::default()
+                        .with_partition_index(p)
+                        .with_timestamp(-1)
+                })
+                .collect(),
+        )]);
+    let response = conn.send(5, &request).await?;
+    Ok(response
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .all(|p| p.error_code == 0))
 }
 
 /// Sends `load.records` records and waits for every acknowledgement.

@@ -11,7 +11,8 @@ use futures::StreamExt;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest, ProducerId, TransactionalId,
+    AddPartitionsToTxnRequest, EndTxnRequest, FindCoordinatorRequest, InitProducerIdRequest,
+    ProducerId, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -30,18 +31,25 @@ pub struct TransactionalThroughput {
     pub end_txn: Vec<Duration>,
 }
 
-/// Retries `call` while the broker answers with a retriable error (a coordinator still
-/// loading, or a transaction still completing); `call` gives the error code and the answer.
+/// Retries `call` for up to a minute while the broker answers with a retriable error (a
+/// coordinator still loading its topic, or a transaction still completing); `call` gives the
+/// error code and the answer.
 async fn retrying<F, Fut, T>(conn: &Connection, what: &str, mut call: F) -> Result<T, ClientError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<(i16, T), ClientError>>,
 {
-    for _ in 0..100 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
         match call().await? {
             (0, answer) => return Ok(answer),
-            (code, _) if ResponseError::try_from_code(code).is_some_and(|e| e.is_retriable()) => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
+            // CONCURRENT_TRANSACTIONS: the last transaction is still completing (Kafka writes
+            // its markers after answering EndTxn), so clients retry it.
+            (code, _)
+                if code == ResponseError::ConcurrentTransactions.code()
+                    || ResponseError::try_from_code(code).is_some_and(|e| e.is_retriable()) =>
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await;
             }
             (code, _) => return Err(failure(conn, format!("{what} failed with error {code}"))),
         }
@@ -59,6 +67,14 @@ pub async fn produce_transactionally(
     let conn = Connection::connect(bootstrap, "eddy-bench-transactional").await?;
     ensure_topic(&conn, &load.topic, load.partitions).await?;
     let id = TransactionalId(StrBytes::from_string(transactional_id.to_string()));
+    // Kafka creates `__transaction_state` when a coordinator is first looked for.
+    let find = FindCoordinatorRequest::default()
+        .with_key(StrBytes::from_string(transactional_id.to_string()))
+        .with_key_type(1);
+    retrying(&conn, "FindCoordinator", || async {
+        Ok((conn.send(3, &find).await?.error_code, ()))
+    })
+    .await?;
     let init = InitProducerIdRequest::default()
         .with_transactional_id(Some(id.clone()))
         .with_transaction_timeout_ms(60_000)
@@ -93,7 +109,8 @@ pub async fn produce_transactionally(
     // plain producer's workers build theirs.
     let mut built = futures::stream::iter(0..requests)
         .map(|k| {
-            let (load, payload, id) = (load.clone(), payload.clone(), id.clone());
+            let (load, payload, id, conn) =
+                (load.clone(), payload.clone(), id.clone(), conn.clone());
             tokio::spawn(async move {
                 let count = per_request.min(load.records - k * per_request);
                 let transactional = Transactional {
@@ -101,7 +118,10 @@ pub async fn produce_transactionally(
                     producer,
                     request: k,
                 };
-                produce_request(&load, &payload, count, Some(transactional))
+                conn.encode(
+                    9,
+                    &produce_request(&load, &payload, count, Some(transactional))?,
+                )
             })
         })
         .buffered(load.in_flight.max(1));
@@ -129,7 +149,7 @@ pub async fn produce_transactionally(
                 .await
                 .ok_or_else(|| failure(&conn, "the request builder stopped".into()))?
                 .map_err(|e| failure(&conn, format!("a request builder failed: {e}")))??;
-            in_flight.push_back(conn.start(9, &request).await?);
+            in_flight.push_back(conn.start_encoded(request).await?);
             remaining -= 1;
             if in_flight.len() >= load.in_flight.max(1) {
                 check_produced(&conn, in_flight.pop_front().expect("not empty").await?)?;

@@ -94,17 +94,26 @@ impl Connection {
         request: &R,
     ) -> Result<impl std::future::Future<Output = Result<R::Response, ClientError>>, ClientError>
     {
+        self.start_encoded(self.encode(version, request)?).await
+    }
+
+    /// Encodes `request` at `version` without sending it, so that large requests can be
+    /// encoded on other tasks and then started in order with [`Self::start_encoded`].
+    pub fn encode<R: Request>(
+        &self,
+        version: i16,
+        request: &R,
+    ) -> Result<EncodedRequest<R>, ClientError> {
         let protocol = |reason: String| ClientError::Protocol {
             addr: self.addr.clone(),
             reason,
         };
-        let correlation_id = self.next_correlation_id.fetch_add(1, Ordering::Relaxed);
         let api = ApiKey::try_from(R::KEY)
             .map_err(|_| protocol(format!("unknown API key {}", R::KEY)))?;
+        // The correlation id is written when the request is started.
         let header = RequestHeader::default()
             .with_request_api_key(R::KEY)
             .with_request_api_version(version)
-            .with_correlation_id(correlation_id)
             .with_client_id(Some(self.client_id.clone()));
         let header_version = api.request_header_version(version);
         let size = header
@@ -121,7 +130,26 @@ impl Connection {
         request
             .encode(&mut frame, version)
             .map_err(|e| protocol(e.to_string()))?;
+        Ok(EncodedRequest {
+            frame,
+            version,
+            request: std::marker::PhantomData,
+        })
+    }
 
+    /// Queues an encoded request for writing and returns the future of its response; see
+    /// [`Self::start`].
+    pub async fn start_encoded<R: Request>(
+        &self,
+        encoded: EncodedRequest<R>,
+    ) -> Result<impl std::future::Future<Output = Result<R::Response, ClientError>>, ClientError>
+    {
+        let EncodedRequest {
+            mut frame, version, ..
+        } = encoded;
+        let correlation_id = self.next_correlation_id.fetch_add(1, Ordering::Relaxed);
+        // Size (4 bytes), API key (2), API version (2), then the correlation id.
+        frame[8..12].copy_from_slice(&correlation_id.to_be_bytes());
         let (respond, response) = oneshot::channel();
         self.outgoing
             .send((frame.freeze(), (correlation_id, respond)))
@@ -147,6 +175,14 @@ impl Connection {
             R::Response::decode(&mut body, version).map_err(|e| protocol(e.to_string()))
         })
     }
+}
+
+/// A request encoded and not yet sent.
+#[derive(Debug)]
+pub struct EncodedRequest<R> {
+    frame: BytesMut,
+    version: i16,
+    request: std::marker::PhantomData<fn() -> R>,
 }
 
 async fn write_requests(

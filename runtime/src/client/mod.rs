@@ -12,7 +12,7 @@ pub use admin::{
     Admin, GroupDescription, GroupMember, ListedGroup, ListedTransaction, OffsetSpec,
     TransactionDescription,
 };
-pub use connection::Connection;
+pub use connection::{Connection, EncodedRequest};
 
 /// The Kafka protocol's message types, for requests sent through a [`Connection`].
 pub use kafka_protocol as protocol;
