@@ -3,7 +3,7 @@
 import subprocess
 import time
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -40,6 +40,38 @@ def read_assigned(bootstrap: str, topic: str, partitions: int, count: int, timeo
             for m in consumer.consume(num_messages=10_000, timeout=0.5):
                 if m.error():
                     raise AssertionError(f"consume error: {m.error()}")
+                messages.append(m)
+    finally:
+        consumer.close()
+    return messages
+
+
+def read_to_end(bootstrap: str, topic: str, partitions: int, isolation: str = "read_uncommitted",
+                timeout: float = 60):
+    """Every record of `topic` from the beginning up to the end a consumer with `isolation`
+    sees (the high watermark, or for read_committed the last stable offset), read with
+    confluent-kafka and assign(). Returns the messages in arrival order."""
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": "unused-assign-only",
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+        "isolation.level": isolation,
+    })
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    messages, at_end = [], set()
+    deadline = time.monotonic() + timeout
+    try:
+        while len(at_end) < partitions:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{isolation}: no end of {topic} after {timeout}s")
+            for m in consumer.consume(num_messages=10_000, timeout=0.5):
+                if m.error():
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        at_end.add(m.partition())
+                        continue
+                    raise AssertionError(f"consume error: {m.error()}")
+                at_end.discard(m.partition())
                 messages.append(m)
     finally:
         consumer.close()

@@ -6,13 +6,12 @@ past its timeout; and an idempotent producer whose connections are cut while it 
 import collections
 import threading
 import time
-import uuid
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from brokers import Broker, free_port
-from clients import create_topic
+from clients import create_topic, read_to_end
 from proxy import CuttingProxy
 
 
@@ -22,33 +21,9 @@ def txn_producer(bootstrap: str, txn_id: str, **config) -> Producer:
     return producer
 
 
-def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, timeout: float = 30):
-    """Every record a consumer with `isolation` reads from the beginning up to the end it sees
-    (the high watermark, or for read_committed the last stable offset): (partition, value)."""
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": f"reader-{uuid.uuid4()}",
-        "enable.auto.commit": False,
-        "enable.partition.eof": True,
-        "isolation.level": isolation,
-    })
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    records, at_end = [], set()
-    deadline = time.monotonic() + timeout
-    try:
-        while len(at_end) < partitions:
-            assert time.monotonic() < deadline, f"{isolation}: no end of {topic} after {timeout}s"
-            for m in consumer.consume(num_messages=1000, timeout=0.5):
-                if m.error():
-                    if m.error().code() == KafkaError._PARTITION_EOF:
-                        at_end.add(m.partition())
-                        continue
-                    raise AssertionError(f"consume error: {m.error()}")
-                at_end.discard(m.partition())
-                records.append((m.partition(), m.value().decode()))
-    finally:
-        consumer.close()
-    return records
+def read_all(bootstrap: str, topic: str, partitions: int, isolation: str):
+    """Every record up to the end a consumer with `isolation` sees: (partition, value)."""
+    return [(m.partition(), m.value().decode()) for m in read_to_end(bootstrap, topic, partitions, isolation)]
 
 
 def ends(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[int]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from brokers import Broker
-from clients import create_topic
+from clients import create_topic, read_to_end
 
 PARTITIONS = 3
 RECORDS = 100_000
@@ -51,26 +51,9 @@ def copied(bootstrap: str, group: str, topic: str) -> int:
 
 
 def read_committed(bootstrap: str, topic: str) -> dict[int, list[str]]:
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": "checker", "isolation.level": "read_committed",
-        "enable.partition.eof": True, "enable.auto.commit": False, "auto.offset.reset": "earliest",
-    })
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     out: dict[int, list[str]] = {p: [] for p in range(PARTITIONS)}
-    at_end, deadline = set(), time.monotonic() + 120
-    try:
-        while len(at_end) < PARTITIONS:
-            assert time.monotonic() < deadline, "output not read to its end in 120s"
-            for m in consumer.consume(num_messages=10_000, timeout=0.5):
-                if m.error():
-                    if m.error().code() == m.error()._PARTITION_EOF:
-                        at_end.add(m.partition())
-                        continue
-                    raise AssertionError(m.error())
-                at_end.discard(m.partition())
-                out[m.partition()].append(m.value().decode())
-    finally:
-        consumer.close()
+    for m in read_to_end(bootstrap, topic, PARTITIONS, "read_committed", timeout=120):
+        out[m.partition()].append(m.value().decode())
     return out
 
 
