@@ -376,6 +376,16 @@ impl Log {
             })?;
         }
         self.transactions.remove_before(self.log_start_offset);
+        if from == Offset::MIN {
+            // Read from the start: the index files can be written now, so the next start
+            // need not read everything again.
+            for s in self.segments.values() {
+                write_synced(
+                    &self.dir.join(segment::file_name(s.base_offset, "txnindex")),
+                    &self.transactions.encode_index(s.base_offset..s.next_offset),
+                )?;
+            }
+        }
         Ok(())
     }
 
@@ -687,9 +697,12 @@ impl Log {
         self.segments.range(offset + 1..).next().map(|(&b, _)| b)
     }
 
-    /// The last stable offset, given the high watermark.
+    /// The last stable offset, given the high watermark. A transaction whose first records
+    /// retention deleted holds it at the log start offset, as in Kafka.
     pub(crate) fn last_stable_offset(&mut self, high_watermark: Offset) -> Offset {
-        self.transactions.last_stable_offset(high_watermark)
+        self.transactions
+            .last_stable_offset(high_watermark)
+            .max(self.log_start_offset.min(high_watermark))
     }
 
     /// The aborted transactions with records in `range`.

@@ -219,9 +219,23 @@ async fn open_and_aborted_transactions_survive_restarts_rolls_and_crashes() {
             std::fs::write(path, b"garbage").unwrap();
         }
     }
-    let rebuilt = open(dir.path(), config);
+    let rebuilt = open(dir.path(), config.clone());
     assert_eq!(aborted(&rebuilt), expected);
     assert_eq!(rebuilt.last_stable_offset(), open_first);
+    drop(rebuilt);
+    // The rebuild wrote the index files again.
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "txnindex") {
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(
+                super::transactions::Transactions::decode_index(&bytes).is_some(),
+                "{} is still damaged",
+                path.display()
+            );
+        }
+    }
+    assert_eq!(aborted(&open(dir.path(), config)), expected);
 }
 
 #[tokio::test]
