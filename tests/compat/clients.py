@@ -17,6 +17,9 @@ def kcat(bootstrap: str, *args: str, stdin: str | None = None, timeout: float = 
     )
     if result.returncode != 0:
         raise AssertionError(f"kcat {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
+    # kcat reports a message it gave up on but may still exit with 0.
+    if "Delivery failed" in result.stderr:
+        raise AssertionError(f"kcat {' '.join(args)} dropped messages:\n{result.stderr}")
     return result.stdout
 
 
