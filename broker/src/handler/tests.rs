@@ -48,7 +48,27 @@ const SERVED: &[ApiKey] = &[
     ApiKey::DeleteGroups,
     ApiKey::OffsetDelete,
     ApiKey::InitProducerId,
+    ApiKey::AddPartitionsToTxn,
+    ApiKey::AddOffsetsToTxn,
+    ApiKey::EndTxn,
+    ApiKey::TxnOffsetCommit,
+    ApiKey::DescribeTransactions,
+    ApiKey::ListTransactions,
 ];
+
+/// Every API key there is, by number: the list above must name each one served.
+#[test]
+fn the_list_names_every_served_api() {
+    for key in 0..100i16 {
+        if let Ok(api) = ApiKey::try_from(key) {
+            assert_eq!(
+                supported_versions(api).is_some(),
+                SERVED.contains(&api),
+                "{api:?}"
+            );
+        }
+    }
+}
 
 fn frame(api: ApiKey, version: i16, rest: &[u8]) -> Bytes {
     let mut buf = BytesMut::new();
