@@ -139,16 +139,17 @@ fn locate(
                             if let Some(range) = located.range {
                                 if total == 0 || range.len as usize <= room {
                                     total += range.len as usize;
-                                    answer.records = Records::File(range);
                                     if read_committed {
+                                        // The aborted transactions among the batches sent.
                                         answer.aborted_transactions = Some(
                                             partition
-                                                .aborted_transactions(w.fetch_offset, last_stable_offset)
+                                                .aborted_transactions(w.fetch_offset, range.end_offset)
                                                 .iter()
                                                 .map(|a| (a.producer_id, a.first_offset))
                                                 .collect(),
                                         );
                                     }
+                                    answer.records = Records::File(range);
                                 }
                             }
                         }

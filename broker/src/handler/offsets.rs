@@ -170,18 +170,14 @@ fn fetch_group(
 ) -> FetchedTopics {
     let mut topics: FetchedTopics = Vec::new();
     for (topic, partition, value) in state.groups.fetch_offsets(group, wanted) {
-        if require_stable && state.groups.has_pending_offset(group, &topic, partition) {
-            let code = ResponseError::UnstableOffsetCommit.code();
-            let row = (partition, -1, -1, None, code);
-            match topics.iter_mut().find(|(t, _)| *t == topic) {
-                Some((_, rows)) => rows.push(row),
-                None => topics.push((topic, vec![row])),
+        let row = if require_stable && state.groups.has_pending_offset(group, &topic, partition) {
+            let unstable = ResponseError::UnstableOffsetCommit.code();
+            (partition, -1, -1, None, unstable)
+        } else {
+            match value {
+                Some(v) => (partition, v.offset, v.leader_epoch, Some(v.metadata), 0),
+                None => (partition, -1, -1, Some(String::new()), 0),
             }
-            continue;
-        }
-        let row = match value {
-            Some(v) => (partition, v.offset, v.leader_epoch, Some(v.metadata), 0),
-            None => (partition, -1, -1, Some(String::new()), 0),
         };
         match topics.iter_mut().find(|(t, _)| *t == topic) {
             Some((_, rows)) => rows.push(row),

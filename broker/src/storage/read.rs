@@ -37,6 +37,8 @@ pub struct FileRange {
     pub position: u64,
     /// Bytes of whole batches from there.
     pub len: u64,
+    /// The offset after the last record of the last batch.
+    pub end_offset: Offset,
 }
 
 impl ReadPlan {
@@ -48,6 +50,7 @@ impl ReadPlan {
             return Ok(None);
         };
         let mut end = start + first.size() as u64;
+        let mut end_offset = first.next_offset();
         if end > self.end_position || first.last_offset() >= self.upper_bound {
             return Ok(None);
         }
@@ -61,11 +64,13 @@ impl ReadPlan {
                 break;
             }
             end = next_end;
+            end_offset = header.next_offset();
         }
         Ok(Some(FileRange {
             file: Arc::clone(&self.file),
             position: start,
             len: end - start,
+            end_offset,
         }))
     }
 

@@ -83,7 +83,12 @@ impl Transactions {
     /// transaction that is open or whose marker is not yet durable.
     pub(crate) fn last_stable_offset(&mut self, high_watermark: Offset) -> Offset {
         // Markers below the high watermark are durable: their transactions are settled.
-        self.closing = self.closing.split_off(&high_watermark);
+        while let Some(entry) = self.closing.first_entry() {
+            if *entry.key() >= high_watermark {
+                break;
+            }
+            entry.remove();
+        }
         let open = self.open.keys().next().copied();
         let closing = self.closing.values().min().copied();
         [Some(high_watermark), open, closing]
