@@ -107,3 +107,66 @@ impl WireConnection {
 pub fn leading_error_code(mut body: Bytes) -> i16 {
     body.get_i16()
 }
+
+/// The broker the client tests run against: Apache Kafka (or any broker) at
+/// `EDDY_TEST_BOOTSTRAP` when that is set, as `.ci/run` does with the reference broker;
+/// otherwise eddy's embedded broker, started for the test.
+pub struct TestBroker {
+    bootstrap: String,
+    embedded: Option<eddy::embedded::EmbeddedBroker>,
+}
+
+impl TestBroker {
+    /// Starts (or finds) the broker.
+    pub async fn start() -> Self {
+        match std::env::var("EDDY_TEST_BOOTSTRAP") {
+            Ok(bootstrap) if !bootstrap.is_empty() => Self {
+                bootstrap,
+                embedded: None,
+            },
+            _ => {
+                let broker = eddy::embedded::EmbeddedBroker::start()
+                    .await
+                    .expect("the embedded broker starts");
+                Self {
+                    bootstrap: broker.bootstrap(),
+                    embedded: Some(broker),
+                }
+            }
+        }
+    }
+
+    /// `bootstrap.servers`.
+    pub fn bootstrap(&self) -> &str {
+        &self.bootstrap
+    }
+
+    /// Whether this is eddy's embedded broker (some checks read its files).
+    pub fn is_embedded(&self) -> bool {
+        self.embedded.is_some()
+    }
+
+    /// Creates a topic with a name no other test used, and waits for its leaders.
+    pub async fn create_topic(&self, name: &str, partitions: i32) -> String {
+        let admin = eddy::client::Admin::connect(self.bootstrap())
+            .await
+            .expect("an admin client connects");
+        let topic = self.unique(name);
+        admin
+            .create_topics(&[eddy::client::NewTopic::new(&topic, partitions)])
+            .await
+            .expect("the topic is created");
+        topic
+    }
+
+    /// A name no other test run used: tests against a shared external broker must not meet
+    /// each other's topics and groups.
+    pub fn unique(&self, name: &str) -> String {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!("{name}-{:x}-{n}", nanos % (1 << 40))
+    }
+}

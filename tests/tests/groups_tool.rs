@@ -63,7 +63,7 @@ async fn describe_shows_offsets_and_lag() {
     let _conn = orders(&broker).await;
     let admin = Admin::connect(&broker.bootstrap()).await.unwrap();
     admin
-        .commit_offsets("billing", &BTreeMap::from([(tp(0), 10), (tp(1), 4)]))
+        .alter_group_offsets("billing", &BTreeMap::from([(tp(0), 10), (tp(1), 4)]))
         .await
         .unwrap();
     let text = groups::describe(&admin, "billing").await.unwrap();
@@ -90,7 +90,7 @@ async fn reset_to_a_datetime_rereads_exactly_the_records_from_then() {
     let mut conn = orders(&broker).await;
     let admin = Admin::connect(&broker.bootstrap()).await.unwrap();
     let end: BTreeMap<_, _> = (0..3).map(|p| (tp(p), 10)).collect();
-    admin.commit_offsets("billing", &end).await.unwrap();
+    admin.alter_group_offsets("billing", &end).await.unwrap();
 
     // Record 17 is at 10:17; everything from then on must come again.
     let at = parse_datetime("2026-11-29T10:17:00Z").unwrap();

@@ -82,6 +82,11 @@ impl StickyPartitioner {
         }
     }
 
+    /// The partition records without a key go to now, if one was chosen.
+    pub fn current(&self) -> Option<i32> {
+        self.current
+    }
+
     /// The batch of the current partition was completed: the next record without a key goes
     /// to another partition, if there is another.
     pub fn batch_completed(&mut self, partitions: i32) {

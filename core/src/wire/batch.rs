@@ -209,6 +209,20 @@ pub fn set_log_append_time(batch: &mut [u8], now: Timestamp) {
     batch[17..21].copy_from_slice(&crc.to_be_bytes());
 }
 
+/// Stamps a batch with the producer that sends it (id, epoch, first sequence number) and
+/// recomputes the CRC, which covers them: a producer that gets a new id sends its unsent
+/// batches again under it.
+///
+/// # Panics
+/// If `batch` is shorter than a batch header.
+pub fn set_producer(batch: &mut [u8], producer_id: i64, producer_epoch: i16, base_sequence: i32) {
+    batch[43..51].copy_from_slice(&producer_id.to_be_bytes());
+    batch[51..53].copy_from_slice(&producer_epoch.to_be_bytes());
+    batch[53..57].copy_from_slice(&base_sequence.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[CRC_START..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+}
+
 /// The consecutive batches at the front of a buffer, as stored in a segment or returned by a
 /// fetch. Iteration stops at the end or at a trailing partial batch (a fetch may end with
 /// one); a malformed header yields one error and ends the iteration.

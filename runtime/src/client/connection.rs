@@ -12,7 +12,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::ClientError;
 
@@ -21,9 +21,13 @@ const MAX_RESPONSE_BYTES: usize = 256 << 20;
 
 type Waiter = (i32, oneshot::Sender<Result<Bytes, ClientError>>);
 
+/// A frame to write, with the waiter of its response (none for requests the broker does not
+/// answer, such as a produce with acks=0).
+type Outgoing = (Bytes, Option<Waiter>);
+
 /// The requests written and not yet answered, in order. Once the connection has failed it
 /// is `closed`, and new requests fail at once instead of waiting for a reader that is gone.
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct InFlight {
     waiters: VecDeque<Waiter>,
     closed: bool,
@@ -39,7 +43,9 @@ pub struct Connection {
     addr: String,
     client_id: StrBytes,
     next_correlation_id: Arc<AtomicI32>,
-    outgoing: mpsc::Sender<(Bytes, Waiter)>,
+    outgoing: mpsc::Sender<Outgoing>,
+    in_flight: Arc<Mutex<InFlight>>,
+    shutdown: Arc<Notify>,
 }
 
 impl Connection {
@@ -47,26 +53,46 @@ impl Connection {
     pub async fn connect(addr: &str, client_id: &str) -> Result<Self, ClientError> {
         let io = |source| ClientError::Io {
             addr: addr.to_string(),
-            source,
+            source: Arc::new(source),
         };
         let stream = TcpStream::connect(addr).await.map_err(io)?;
         stream.set_nodelay(true).map_err(io)?;
         let (read_half, write_half) = stream.into_split();
         let in_flight: Arc<Mutex<InFlight>> = Arc::default();
         let (outgoing, requests) = mpsc::channel(1024);
+        let shutdown = Arc::new(Notify::new());
         tokio::spawn(write_requests(
             write_half,
             requests,
             Arc::clone(&in_flight),
             addr.to_string(),
         ));
-        tokio::spawn(read_responses(read_half, in_flight, addr.to_string()));
+        tokio::spawn(read_responses(
+            read_half,
+            Arc::clone(&in_flight),
+            Arc::clone(&shutdown),
+            addr.to_string(),
+        ));
         Ok(Self {
             addr: addr.to_string(),
             client_id: StrBytes::from_string(client_id.to_string()),
             next_correlation_id: Arc::new(AtomicI32::new(1)),
             outgoing,
+            in_flight,
+            shutdown,
         })
+    }
+
+    /// Whether the connection has failed or was closed: every request on it fails.
+    pub fn is_closed(&self) -> bool {
+        lock(&self.in_flight).closed
+    }
+
+    /// Closes the connection: requests in flight fail with [`ClientError::Disconnected`]. What a
+    /// client does with a broker that stopped answering in time.
+    pub fn close(&self) {
+        // notify_one keeps a permit if the reader is not waiting at this moment.
+        self.shutdown.notify_one();
     }
 
     /// The broker's address.
@@ -152,9 +178,9 @@ impl Connection {
         frame[8..12].copy_from_slice(&correlation_id.to_be_bytes());
         let (respond, response) = oneshot::channel();
         self.outgoing
-            .send((frame.freeze(), (correlation_id, respond)))
+            .send((frame.freeze(), Some((correlation_id, respond))))
             .await
-            .map_err(|_| ClientError::Closed(self.addr.clone()))?;
+            .map_err(|_| ClientError::Disconnected(self.addr.clone()))?;
         let addr = self.addr.clone();
         Ok(async move {
             let protocol = |reason: String| ClientError::Protocol {
@@ -163,7 +189,7 @@ impl Connection {
             };
             let mut body = response
                 .await
-                .map_err(|_| ClientError::Closed(addr.clone()))??;
+                .map_err(|_| ClientError::Disconnected(addr.clone()))??;
             let header = ResponseHeader::decode(&mut body, R::Response::header_version(version))
                 .map_err(|e| protocol(e.to_string()))?;
             if header.correlation_id != correlation_id {
@@ -177,6 +203,24 @@ impl Connection {
     }
 }
 
+impl Connection {
+    /// Writes a request the broker will not answer (a produce with acks=0); returns once it is
+    /// queued for writing.
+    pub async fn send_unanswered(
+        &self,
+        version: i16,
+        request: &impl Request,
+    ) -> Result<(), ClientError> {
+        let mut frame = self.encode(version, request)?.frame;
+        let correlation_id = self.next_correlation_id.fetch_add(1, Ordering::Relaxed);
+        frame[8..12].copy_from_slice(&correlation_id.to_be_bytes());
+        self.outgoing
+            .send((frame.freeze(), None))
+            .await
+            .map_err(|_| ClientError::Disconnected(self.addr.clone()))
+    }
+}
+
 /// A request encoded and not yet sent.
 #[derive(Debug)]
 pub struct EncodedRequest<R> {
@@ -187,7 +231,7 @@ pub struct EncodedRequest<R> {
 
 async fn write_requests(
     write_half: tokio::net::tcp::OwnedWriteHalf,
-    mut requests: mpsc::Receiver<(Bytes, Waiter)>,
+    mut requests: mpsc::Receiver<Outgoing>,
     in_flight: Arc<Mutex<InFlight>>,
     addr: String,
 ) {
@@ -196,10 +240,14 @@ async fn write_requests(
         {
             let mut pending = lock(&in_flight);
             if pending.closed {
-                let _ = waiter.1.send(Err(ClientError::Closed(addr.clone())));
+                if let Some((_, respond)) = waiter {
+                    let _ = respond.send(Err(ClientError::Disconnected(addr.clone())));
+                }
                 continue;
             }
-            pending.waiters.push_back(waiter);
+            if let Some(waiter) = waiter {
+                pending.waiters.push_back(waiter);
+            }
         }
         let written = async {
             writer.write_all(&frame).await?;
@@ -218,6 +266,7 @@ async fn write_requests(
 async fn read_responses(
     read_half: tokio::net::tcp::OwnedReadHalf,
     in_flight: Arc<Mutex<InFlight>>,
+    shutdown: Arc<Notify>,
     addr: String,
 ) {
     let mut reader = BufReader::with_capacity(256 * 1024, read_half);
@@ -241,7 +290,14 @@ async fn read_responses(
             }
             Ok(body.freeze())
         };
-        match frame.await {
+        let frame = tokio::select! {
+            frame = frame => frame,
+            () = shutdown.notified() => Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionAborted,
+                "closed by the client",
+            )),
+        };
+        match frame {
             Ok(body) => {
                 let waiter = lock(&in_flight).waiters.pop_front();
                 match waiter {
@@ -267,6 +323,7 @@ async fn read_responses(
 }
 
 fn fail_all(in_flight: &Mutex<InFlight>, addr: &str, source: std::io::Error) {
+    let source = Arc::new(source);
     let waiters: Vec<_> = {
         let mut pending = lock(in_flight);
         pending.closed = true;
@@ -275,7 +332,7 @@ fn fail_all(in_flight: &Mutex<InFlight>, addr: &str, source: std::io::Error) {
     for (_, respond) in waiters {
         let _ = respond.send(Err(ClientError::Io {
             addr: addr.to_string(),
-            source: std::io::Error::new(source.kind(), source.to_string()),
+            source: Arc::clone(&source),
         }));
     }
 }

@@ -6,19 +6,34 @@
 //! and offsets.
 
 mod admin;
+mod cluster;
+mod config;
 mod connection;
+mod consumer;
+mod offsets;
+mod producer;
+mod versions;
 
 pub use admin::{
-    Admin, GroupDescription, GroupMember, ListedGroup, ListedTransaction, OffsetSpec,
-    TransactionDescription,
+    Admin, GroupDescription, GroupMember, ListedGroup, ListedTransaction, NewTopic, OffsetSpec,
+    PartitionDescription, TopicDescription, TransactionDescription,
+};
+pub use config::{
+    compression, Acks, ClientConfig, ConsumerConfig, IsolationLevel, OffsetReset, ProducerConfig,
 };
 pub use connection::{Connection, EncodedRequest};
+pub use consumer::{
+    Assignment, Assignor, Consumer, ConsumerRecord, CooperativeStickyAssignor, MemberSubscription,
+    RangeAssignor, RebalanceListener, RebalanceProtocol, RoundRobinAssignor,
+};
+pub use producer::{Delivery, GroupMetadata, Producer, ProducerRecord, RecordMetadata};
 
 /// The Kafka protocol's message types, for requests sent through a [`Connection`].
 pub use kafka_protocol as protocol;
 
-/// What can go wrong talking to a broker.
-#[derive(Debug, thiserror::Error)]
+/// What can go wrong talking to a broker. Cheap to clone: a failed batch of a producer hands
+/// the same error to every record in it.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum ClientError {
     /// The socket failed or the broker closed the connection.
     #[error("connection to {addr} failed: {source}")]
@@ -26,11 +41,11 @@ pub enum ClientError {
         /// The broker's address.
         addr: String,
         /// The I/O error.
-        source: std::io::Error,
+        source: std::sync::Arc<std::io::Error>,
     },
     /// The broker closed the connection before answering.
     #[error("the connection to {0} closed before the response arrived")]
-    Closed(String),
+    Disconnected(String),
     /// The broker answered with an error code.
     #[error("{what} refused by {addr}: {}", error_name(*code))]
     Refused {
@@ -49,6 +64,51 @@ pub enum ClientError {
         /// What the codec reported.
         reason: String,
     },
+    /// Nothing answered in time.
+    #[error("{0} timed out")]
+    TimedOut(String),
+    /// A setting is missing or out of range.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The request cannot be made in the client's current state (a record sent outside a
+    /// transaction by a transactional producer, a consumer polled with nothing assigned, …).
+    #[error("{0}")]
+    State(String),
+    /// Another producer with the same `transactional.id` (or a newer epoch of this one) took
+    /// over: this producer can do nothing more and must be closed.
+    #[error("producer fenced: {0}")]
+    Fenced(String),
+    /// The current transaction cannot commit; abort it and begin another.
+    #[error("the transaction must be aborted: {0}")]
+    Abortable(String),
+    /// The client was closed.
+    #[error("the client is closed")]
+    Closed,
+}
+
+impl ClientError {
+    /// Whether trying again later may succeed: connection failures, timeouts, and broker
+    /// errors Kafka calls retriable (no leader yet, coordinator loading, …).
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            Self::Io { .. } | Self::Disconnected(_) | Self::TimedOut(_) => true,
+            Self::Refused { code, .. } => retriable(*code),
+            _ => false,
+        }
+    }
+
+    /// The Kafka error code the broker answered with, if that is what went wrong.
+    pub fn code(&self) -> Option<i16> {
+        match self {
+            Self::Refused { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+/// Whether Kafka calls the error `code` retriable.
+pub(crate) fn retriable(code: i16) -> bool {
+    kafka_protocol::error::ResponseError::try_from_code(code).is_some_and(|e| e.is_retriable())
 }
 
 /// Kafka's name for an error code.

@@ -221,7 +221,7 @@ pub async fn reset_offsets(
         }
     };
     if execute {
-        admin.commit_offsets(group, &new_offsets).await?;
+        admin.alter_group_offsets(group, &new_offsets).await?;
     }
     let header = ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"].map(String::from);
     let rows: Vec<[String; 4]> = new_offsets

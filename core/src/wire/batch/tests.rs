@@ -95,6 +95,27 @@ fn a_new_base_offset_keeps_the_crc_valid() {
 }
 
 #[test]
+fn a_new_producer_stamp_gives_the_same_bytes_as_building_with_it() {
+    let records = java_records();
+    let mut stamped = build(&records, Compression::Lz4);
+    set_producer(&mut stamped, 4711, 3, 250);
+    let mut builder = BatchBuilder::new(Compression::Lz4).producer(4711, 3, 250);
+    for r in &records {
+        builder.append(r);
+    }
+    assert_eq!(stamped, builder.build(0).unwrap());
+    let header = validate(&stamped).unwrap();
+    assert_eq!(
+        (
+            header.producer_id,
+            header.producer_epoch,
+            header.base_sequence
+        ),
+        (4711, 3, 250)
+    );
+}
+
+#[test]
 fn a_retaining_batch_keeps_offsets_span_and_producer() {
     let mut original = BatchBuilder::new(Compression::None).producer(5, 1, 100);
     for r in &java_records() {

@@ -1,0 +1,555 @@
+//! The fetcher: positions of assigned partitions, fetch requests to each partition's leader
+//! (one in flight per broker, prefetching while earlier records are being handed out), the
+//! decoding of fetched batches into records, and — for `read_committed` — the removal of
+//! aborted transactions' records and of control batches. Buffered data is bounded: a
+//! partition is not fetched again while two answers of it are waiting.
+
+use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use eddy_core::log::TopicPartition;
+use eddy_core::wire::batch::{control_type, decode_records, Batches, ControlType};
+use futures::stream::FuturesUnordered;
+use futures::{Future, FutureExt, StreamExt};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use super::ConsumerRecord;
+use crate::client::cluster::Cluster;
+use crate::client::config::{ConsumerConfig, IsolationLevel, OffsetReset};
+use crate::client::offsets;
+use crate::client::ClientError;
+
+/// Kafka error codes the fetcher handles.
+mod code {
+    pub(super) const OFFSET_OUT_OF_RANGE: i16 = 1;
+}
+
+/// The most a batch may expand to when decompressed.
+const MAX_DECOMPRESSED: usize = 64 << 20;
+/// Answers of one partition buffered at most before it is fetched again.
+const MAX_BUFFERED_PER_PARTITION: usize = 2;
+
+/// One assigned partition.
+#[derive(Debug, Default)]
+struct PartitionState {
+    /// The next offset to hand out; `None` until found (committed offset or reset).
+    position: Option<i64>,
+    /// The next offset to fetch (past what is buffered).
+    fetch_offset: i64,
+    /// Changes on every seek, so that answers to older fetches are dropped.
+    epoch: u64,
+    /// A fetch that includes this partition is in flight.
+    fetching: bool,
+    /// Answers buffered and not yet handed out.
+    buffered: usize,
+    paused: bool,
+    /// Where to reset after OFFSET_OUT_OF_RANGE.
+    needs_reset: bool,
+}
+
+struct Buffered {
+    tp: TopicPartition,
+    epoch: u64,
+    records: VecDeque<ConsumerRecord>,
+}
+
+type Answer = (
+    i32,
+    Vec<(TopicPartition, i64, u64)>,
+    Result<FetchResponse, ClientError>,
+);
+
+/// Positions, fetches in flight and records waiting to be handed out.
+pub(crate) struct Fetcher {
+    cluster: Arc<Cluster>,
+    config: ConsumerConfig,
+    partitions: BTreeMap<TopicPartition, PartitionState>,
+    topics: HashMap<String, Arc<str>>,
+    /// In a mutex only to make the fetcher `Sync`; always reached through `get_mut`.
+    in_flight: std::sync::Mutex<FuturesUnordered<Pin<Box<dyn Future<Output = Answer> + Send>>>>,
+    nodes_fetching: HashSet<i32>,
+    buffered: VecDeque<Buffered>,
+}
+
+impl std::fmt::Debug for Fetcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fetcher")
+            .field("partitions", &self.partitions.len())
+            .field("nodes_fetching", &self.nodes_fetching)
+            .finish()
+    }
+}
+
+impl Fetcher {
+    pub(crate) fn new(cluster: Arc<Cluster>, config: ConsumerConfig) -> Self {
+        Self {
+            cluster,
+            config,
+            partitions: BTreeMap::new(),
+            topics: HashMap::new(),
+            in_flight: std::sync::Mutex::new(FuturesUnordered::new()),
+            nodes_fetching: HashSet::new(),
+            buffered: VecDeque::new(),
+        }
+    }
+
+    /// The assigned partitions.
+    pub(crate) fn assignment(&self) -> Vec<TopicPartition> {
+        self.partitions.keys().cloned().collect()
+    }
+
+    /// Replaces the assignment; partitions kept keep their positions.
+    pub(crate) fn assign(&mut self, partitions: &[TopicPartition]) {
+        let wanted: HashSet<&TopicPartition> = partitions.iter().collect();
+        self.partitions.retain(|tp, _| wanted.contains(tp));
+        for tp in partitions {
+            self.topics
+                .entry(tp.topic.clone())
+                .or_insert_with(|| Arc::from(tp.topic.as_str()));
+            self.partitions.entry(tp.clone()).or_default();
+        }
+        self.buffered.retain(|b| wanted.contains(&b.tp));
+    }
+
+    /// Moves the position of an assigned partition; buffered records of it are dropped.
+    pub(crate) fn seek(&mut self, tp: &TopicPartition, offset: i64) -> Result<(), ClientError> {
+        let state = self
+            .partitions
+            .get_mut(tp)
+            .ok_or_else(|| ClientError::State(format!("{tp} is not assigned")))?;
+        state.position = Some(offset);
+        state.fetch_offset = offset;
+        state.epoch += 1;
+        state.buffered = 0;
+        state.needs_reset = false;
+        self.buffered.retain(|b| &b.tp != tp);
+        Ok(())
+    }
+
+    /// The next offset `poll` will hand out for `tp`, if known.
+    pub(crate) fn position(&self, tp: &TopicPartition) -> Result<Option<i64>, ClientError> {
+        self.partitions
+            .get(tp)
+            .map(|s| s.position)
+            .ok_or_else(|| ClientError::State(format!("{tp} is not assigned")))
+    }
+
+    /// Every assigned partition's position, where known.
+    pub(crate) fn positions(&self) -> BTreeMap<TopicPartition, i64> {
+        self.partitions
+            .iter()
+            .filter_map(|(tp, s)| s.position.map(|p| (tp.clone(), p)))
+            .collect()
+    }
+
+    /// Stops or resumes fetching `tp`.
+    pub(crate) fn set_paused(
+        &mut self,
+        tp: &TopicPartition,
+        paused: bool,
+    ) -> Result<(), ClientError> {
+        let state = self
+            .partitions
+            .get_mut(tp)
+            .ok_or_else(|| ClientError::State(format!("{tp} is not assigned")))?;
+        state.paused = paused;
+        Ok(())
+    }
+
+    /// Partitions without a position.
+    pub(crate) fn missing_positions(&self) -> Vec<TopicPartition> {
+        self.partitions
+            .iter()
+            .filter(|(_, s)| s.position.is_none())
+            .map(|(tp, _)| tp.clone())
+            .collect()
+    }
+
+    /// Finds a position for every partition without one: `committed` offsets first, then
+    /// `auto.offset.reset`.
+    pub(crate) async fn fill_positions(
+        &mut self,
+        committed: &BTreeMap<TopicPartition, i64>,
+        deadline: Instant,
+    ) -> Result<(), ClientError> {
+        let mut to_reset = Vec::new();
+        for tp in self.missing_positions() {
+            let from_commit = committed
+                .get(&tp)
+                .copied()
+                .filter(|_| !self.partitions.get(&tp).is_some_and(|s| s.needs_reset));
+            match from_commit {
+                Some(offset) => self.seek(&tp, offset)?,
+                None => to_reset.push(tp),
+            }
+        }
+        if to_reset.is_empty() {
+            return Ok(());
+        }
+        let timestamp = match self.config.auto_offset_reset {
+            OffsetReset::Earliest => -2,
+            OffsetReset::Latest => -1,
+            OffsetReset::None => {
+                return Err(ClientError::State(format!(
+                    "no offset for {} and auto.offset.reset is none",
+                    to_reset[0]
+                )))
+            }
+        };
+        for (tp, offset) in self.list_offsets(&to_reset, timestamp, deadline).await? {
+            if self
+                .partitions
+                .get(&tp)
+                .is_some_and(|s| s.position.is_none())
+            {
+                self.seek(&tp, offset)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Looks up `timestamp` (-2 earliest, -1 latest) in each partition's leader.
+    pub(crate) async fn list_offsets(
+        &self,
+        partitions: &[TopicPartition],
+        timestamp: i64,
+        deadline: Instant,
+    ) -> Result<Vec<(TopicPartition, i64)>, ClientError> {
+        let read_committed = self.config.isolation_level == IsolationLevel::ReadCommitted;
+        offsets::list(
+            &self.cluster,
+            partitions,
+            timestamp,
+            read_committed,
+            deadline,
+        )
+        .await
+    }
+
+    /// Hands out up to `max` buffered records, in order within each partition.
+    pub(crate) fn take_records(&mut self, max: usize) -> Vec<ConsumerRecord> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while out.len() < max && i < self.buffered.len() {
+            let buffer = &mut self.buffered[i];
+            let Some(state) = self
+                .partitions
+                .get_mut(&buffer.tp)
+                .filter(|s| s.epoch == buffer.epoch)
+            else {
+                // Revoked or seeked since it was fetched.
+                self.buffered.remove(i);
+                continue;
+            };
+            if state.paused {
+                i += 1;
+                continue;
+            }
+            let position = state.position.unwrap_or(0);
+            while out.len() < max {
+                let Some(record) = buffer.records.pop_front() else {
+                    break;
+                };
+                if record.offset < position {
+                    continue;
+                }
+                state.position = Some(record.offset + 1);
+                out.push(record);
+            }
+            if buffer.records.is_empty() {
+                state.buffered = state.buffered.saturating_sub(1);
+                self.buffered.remove(i);
+            }
+        }
+        out
+    }
+
+    /// Whether records wait to be handed out.
+    pub(crate) fn has_buffered(&self) -> bool {
+        self.buffered.iter().any(|b| {
+            !b.records.is_empty()
+                && self
+                    .partitions
+                    .get(&b.tp)
+                    .is_some_and(|s| s.epoch == b.epoch && !s.paused)
+        })
+    }
+
+    /// Sends a fetch to every leader without one in flight, for its fetchable partitions.
+    pub(crate) async fn send_fetches(&mut self) {
+        let mut by_leader: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
+        for (tp, state) in &self.partitions {
+            if state.position.is_none()
+                || state.paused
+                || state.fetching
+                || state.buffered >= MAX_BUFFERED_PER_PARTITION
+            {
+                continue;
+            }
+            let leader = match self.cluster.topic(&tp.topic) {
+                Some(Ok(meta)) => meta
+                    .leaders
+                    .get(tp.partition as usize)
+                    .copied()
+                    .unwrap_or(-1),
+                _ => -1,
+            };
+            if leader < 0 {
+                self.cluster.mark_stale();
+                continue;
+            }
+            if !self.nodes_fetching.contains(&leader) {
+                by_leader.entry(leader).or_default().push(tp.clone());
+            }
+        }
+        for (node, partitions) in by_leader {
+            let broker = match self.cluster.node(node).await {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::debug!("cannot fetch from broker {node}: {e}");
+                    continue;
+                }
+            };
+            let requested: Vec<(TopicPartition, i64, u64)> = partitions
+                .iter()
+                .map(|tp| {
+                    let s = &self.partitions[tp];
+                    (tp.clone(), s.fetch_offset, s.epoch)
+                })
+                .collect();
+            let request = self.fetch_request(&requested);
+            for tp in &partitions {
+                if let Some(s) = self.partitions.get_mut(tp) {
+                    s.fetching = true;
+                }
+            }
+            self.nodes_fetching.insert(node);
+            let cluster = Arc::clone(&self.cluster);
+            self.in_flight_mut().push(Box::pin(async move {
+                let answer = cluster.send(&broker, &request).await;
+                (node, requested, answer)
+            }));
+        }
+    }
+
+    fn fetch_request(&self, requested: &[(TopicPartition, i64, u64)]) -> FetchRequest {
+        let mut topics: Vec<FetchTopic> = Vec::new();
+        for (tp, offset, _) in requested {
+            let partition = FetchPartition::default()
+                .with_partition(tp.partition)
+                .with_fetch_offset(*offset)
+                .with_current_leader_epoch(-1)
+                .with_last_fetched_epoch(-1)
+                .with_log_start_offset(-1)
+                .with_partition_max_bytes(self.config.max_partition_fetch_bytes);
+            match topics.iter_mut().find(|t| *t.topic.0 == *tp.topic) {
+                Some(t) => t.partitions.push(partition),
+                None => topics.push(
+                    FetchTopic::default()
+                        .with_topic(TopicName(StrBytes::from_string(tp.topic.clone())))
+                        .with_partitions(vec![partition]),
+                ),
+            }
+        }
+        FetchRequest::default()
+            .with_replica_id((-1).into())
+            .with_max_wait_ms(self.config.fetch_max_wait.as_millis() as i32)
+            .with_min_bytes(self.config.fetch_min_bytes)
+            .with_max_bytes(self.config.fetch_max_bytes)
+            .with_isolation_level(match self.config.isolation_level {
+                IsolationLevel::ReadCommitted => 1,
+                IsolationLevel::ReadUncommitted => 0,
+            })
+            .with_session_id(0)
+            .with_session_epoch(-1)
+            .with_topics(topics)
+    }
+
+    /// Whether any fetch is in flight.
+    pub(crate) fn is_fetching(&mut self) -> bool {
+        !self.in_flight_mut().is_empty()
+    }
+
+    fn in_flight_mut(
+        &mut self,
+    ) -> &mut FuturesUnordered<Pin<Box<dyn Future<Output = Answer> + Send>>> {
+        self.in_flight.get_mut().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits for the next fetch answer and buffers its records. Cancel-safe: an answer not
+    /// yet taken stays in flight.
+    pub(crate) async fn next_answer(&mut self) -> Result<(), ClientError> {
+        match self.in_flight_mut().next().await {
+            Some(answer) => self.settle(answer),
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Buffers every answer that has already arrived, without waiting.
+    pub(crate) fn settle_arrived(&mut self) -> Result<(), ClientError> {
+        while let Some(Some(answer)) = self.in_flight_mut().next().now_or_never() {
+            self.settle(answer)?;
+        }
+        Ok(())
+    }
+
+    fn settle(&mut self, (node, requested, answer): Answer) -> Result<(), ClientError> {
+        self.nodes_fetching.remove(&node);
+        for (tp, _, _) in &requested {
+            if let Some(s) = self.partitions.get_mut(tp) {
+                s.fetching = false;
+            }
+        }
+        let response = match answer {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::debug!("fetch from broker {node} failed: {e}");
+                self.cluster.mark_stale();
+                return Ok(());
+            }
+        };
+        let read_committed = self.config.isolation_level == IsolationLevel::ReadCommitted;
+        for topic in response.responses {
+            let name = topic.topic.0.as_str();
+            for p in topic.partitions {
+                let tp = TopicPartition::new(name, p.partition_index);
+                let Some(&(_, offset, epoch)) = requested.iter().find(|(t, _, _)| *t == tp) else {
+                    continue;
+                };
+                let Some(state) = self.partitions.get_mut(&tp) else {
+                    continue;
+                };
+                if state.epoch != epoch || state.fetch_offset != offset {
+                    continue; // seeked meanwhile
+                }
+                match p.error_code {
+                    0 => {}
+                    code::OFFSET_OUT_OF_RANGE => {
+                        if self.config.auto_offset_reset == OffsetReset::None {
+                            return Err(ClientError::Refused {
+                                addr: String::new(),
+                                what: format!("Fetch of {tp} at offset {offset}"),
+                                code: p.error_code,
+                            });
+                        }
+                        state.position = None;
+                        state.needs_reset = true;
+                        continue;
+                    }
+                    _ => {
+                        self.cluster.mark_stale();
+                        continue;
+                    }
+                }
+                let Some(bytes) = p.records else { continue };
+                let aborted = if read_committed {
+                    p.aborted_transactions.unwrap_or_default()
+                } else {
+                    Vec::new()
+                };
+                let topic_name = Arc::clone(
+                    self.topics
+                        .entry(tp.topic.clone())
+                        .or_insert_with(|| Arc::from(tp.topic.as_str())),
+                );
+                let (records, next) = decode(
+                    &bytes,
+                    &topic_name,
+                    tp.partition,
+                    offset,
+                    read_committed,
+                    aborted.iter().map(|a| (a.producer_id.0, a.first_offset)),
+                )?;
+                let state = self.partitions.get_mut(&tp).expect("found above");
+                state.fetch_offset = next;
+                if !records.is_empty() {
+                    state.buffered += 1;
+                    self.buffered.push_back(Buffered { tp, epoch, records });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The records of fetched batches at or after `offset`, and the offset to fetch next.
+fn decode(
+    bytes: &Bytes,
+    topic: &Arc<str>,
+    partition: i32,
+    offset: i64,
+    read_committed: bool,
+    aborted: impl Iterator<Item = (i64, i64)>,
+) -> Result<(VecDeque<ConsumerRecord>, i64), ClientError> {
+    // Aborted transactions by first offset (smallest first), as Kafka's fetcher reads them.
+    let mut aborted: BinaryHeap<std::cmp::Reverse<(i64, i64)>> = aborted
+        .map(|(producer, first)| std::cmp::Reverse((first, producer)))
+        .collect();
+    let mut aborting: HashSet<i64> = HashSet::new();
+    let mut records = VecDeque::new();
+    let mut next = offset;
+    let mut at = 0;
+    for batch in Batches::new(bytes) {
+        let (header, raw) = batch.map_err(|e| corrupt(topic, partition, e))?;
+        let start = at;
+        at += raw.len();
+        if header.next_offset() <= next {
+            continue;
+        }
+        let whole = bytes.slice(start..at);
+        if read_committed && header.is_transactional() {
+            while let Some(std::cmp::Reverse((first, producer))) = aborted.peek().copied() {
+                if first > header.last_offset() {
+                    break;
+                }
+                aborted.pop();
+                aborting.insert(producer);
+            }
+            if header.is_control() {
+                let (_, control) = decode_records(&whole, MAX_DECOMPRESSED)
+                    .map_err(|e| corrupt(topic, partition, e))?;
+                let is_abort = control.first().and_then(|r| control_type(&r.record))
+                    == Some(ControlType::Abort);
+                if is_abort {
+                    aborting.remove(&header.producer_id);
+                }
+                next = header.next_offset();
+                continue;
+            }
+            if aborting.contains(&header.producer_id) {
+                next = header.next_offset();
+                continue;
+            }
+        }
+        next = header.next_offset();
+        if header.is_control() {
+            continue;
+        }
+        let (_, decoded) =
+            decode_records(&whole, MAX_DECOMPRESSED).map_err(|e| corrupt(topic, partition, e))?;
+        records.extend(decoded.into_iter().filter(|r| r.offset >= offset).map(|r| {
+            ConsumerRecord {
+                topic: Arc::clone(topic),
+                partition,
+                offset: r.offset,
+                timestamp: r.record.timestamp,
+                key: r.record.key,
+                value: r.record.value,
+                headers: r.record.headers,
+            }
+        }));
+    }
+    Ok((records, next))
+}
+
+fn corrupt(topic: &str, partition: i32, e: impl std::fmt::Display) -> ClientError {
+    ClientError::Protocol {
+        addr: String::new(),
+        reason: format!("a corrupt batch in {topic}-{partition}: {e}"),
+    }
+}

@@ -1,0 +1,471 @@
+//! The sender task: takes ready batches from the accumulator, groups them by partition
+//! leader into produce requests (one batch per partition per request), pipelines them on each
+//! broker's connection, and settles each batch from the answer — acknowledged, sent again in
+//! order after a retriable failure, or failed.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use eddy_core::wire::batch::set_producer;
+use futures::stream::FuturesUnordered;
+use futures::{Future, FutureExt, StreamExt};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, ProduceResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use super::accumulator::{Accumulator, Batch, Body, Membership};
+use super::{ProducerId, Shared};
+use crate::client::config::Acks;
+use crate::client::ClientError;
+
+/// Kafka error codes the sender treats specially.
+mod code {
+    pub(super) const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    pub(super) const LEADER_NOT_AVAILABLE: i16 = 5;
+    pub(super) const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    pub(super) const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+    pub(super) const DUPLICATE_SEQUENCE_NUMBER: i16 = 46;
+    pub(super) const INVALID_PRODUCER_EPOCH: i16 = 47;
+    pub(super) const PRODUCER_FENCED: i16 = 90;
+}
+
+type Answer = (Vec<Batch>, Result<ProduceResponse, ClientError>);
+type InFlight = FuturesUnordered<Pin<Box<dyn Future<Output = Answer> + Send>>>;
+
+/// Runs until the producer is closed and holds no batch.
+pub(super) async fn run(shared: Arc<Shared>) {
+    let mut in_flight: InFlight = FuturesUnordered::new();
+    loop {
+        if let Err(e) = prepare(&shared, in_flight.is_empty()).await {
+            tracing::debug!("producer not ready to send: {e}");
+        }
+        let (requests, next_wake) = drain(&shared, Instant::now());
+        let more = !requests.is_empty();
+        for (node, batches) in requests {
+            dispatch(&shared, node, batches, &mut in_flight).await;
+        }
+        while let Some(Some(answer)) = in_flight.next().now_or_never() {
+            settle(&shared, answer);
+        }
+        if shared.closing.load(Ordering::Acquire) && in_flight.is_empty() && is_idle(&shared) {
+            break;
+        }
+        if more {
+            continue;
+        }
+        let sleep = tokio::time::sleep_until(
+            next_wake
+                .unwrap_or_else(|| Instant::now() + shared.config.client.retry_backoff * 10)
+                .into(),
+        );
+        tokio::select! {
+            Some(answer) = in_flight.next(), if !in_flight.is_empty() => settle(&shared, answer),
+            () = shared.wake.notified() => {}
+            () = sleep => {}
+        }
+    }
+    shared.sender_done.store(true, Ordering::Release);
+    shared.stopped.notify_waiters();
+    shared.answered.notify_waiters();
+}
+
+fn is_idle(shared: &Shared) -> bool {
+    shared.accumulator().is_idle()
+}
+
+/// What must happen before batches can go: a producer id for an idempotent producer (a new
+/// one after an unrecoverable sequence gap, once nothing is in flight), fresh metadata, and
+/// for a transactional producer the partitions added to the transaction.
+async fn prepare(shared: &Shared, nothing_in_flight: bool) -> Result<(), ClientError> {
+    let config = &shared.config;
+    if config.idempotence && shared.transaction.is_none() {
+        let reset = shared.reset_producer_id.load(Ordering::Acquire);
+        if shared.producer_id() == ProducerId::NONE || (reset && nothing_in_flight) {
+            let id = init_idempotent_producer_id(shared).await?;
+            shared.set_producer_id(id);
+            shared.reset_producer_id.store(false, Ordering::Release);
+            restart_sequences(&mut shared.accumulator());
+        }
+    }
+    shared.cluster.refresh_if_needed().await?;
+    if shared.transaction.is_some() {
+        super::transaction::add_registered_partitions(shared).await?;
+    }
+    Ok(())
+}
+
+async fn init_idempotent_producer_id(shared: &Shared) -> Result<ProducerId, ClientError> {
+    let broker = shared.cluster.any_broker().await?;
+    let request = InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_transaction_timeout_ms(i32::MAX)
+        .with_producer_id((-1).into())
+        .with_producer_epoch(-1);
+    let response = shared.cluster.send(&broker, &request).await?;
+    if response.error_code != 0 {
+        return Err(ClientError::Refused {
+            addr: broker.conn.addr().to_string(),
+            what: "InitProducerId".into(),
+            code: response.error_code,
+        });
+    }
+    tracing::debug!(
+        producer_id = response.producer_id.0,
+        epoch = response.producer_epoch,
+        "idempotent producer id"
+    );
+    Ok(ProducerId {
+        id: response.producer_id.0,
+        epoch: response.producer_epoch,
+    })
+}
+
+/// Under a new producer id every partition's sequence numbers start again at 0, and batches
+/// not yet acknowledged are numbered again when sent.
+pub(super) fn restart_sequences(accumulator: &mut Accumulator) {
+    for topic in accumulator.topics.values_mut() {
+        for partition in &mut topic.partitions {
+            partition.next_sequence = 0;
+            partition.acked_sequence = 0;
+            for batch in &mut partition.ready {
+                batch.sequence = None;
+            }
+        }
+    }
+}
+
+/// Takes every batch that may go now, grouped by leader; says when to look again.
+fn drain(shared: &Shared, now: Instant) -> (Vec<(i32, Vec<Batch>)>, Option<Instant>) {
+    let config = &shared.config;
+    let producer = shared.producer_id();
+    if config.idempotence
+        && (producer == ProducerId::NONE || shared.reset_producer_id.load(Ordering::Acquire))
+    {
+        return (Vec::new(), Some(now + config.client.retry_backoff));
+    }
+    let mut accumulator = shared.accumulator();
+    let force = accumulator.flushing > 0 || shared.closing.load(Ordering::Acquire);
+    let mut next_wake: Option<Instant> = None;
+    let mut wake_at = |at: Instant| next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
+    let mut by_node: HashMap<i32, (usize, Vec<Batch>)> = HashMap::new();
+    let mut expired = Vec::new();
+    let accumulator = &mut *accumulator;
+    let accumulator_transactional = shared.transaction.is_some();
+    for topic in accumulator.topics.values_mut() {
+        let leaders = match shared.cluster.topic(&topic.name) {
+            Some(Ok(meta)) => meta,
+            _ => {
+                shared.cluster.mark_stale();
+                continue;
+            }
+        };
+        let sticky = topic.sticky.current();
+        let count = topic.partitions.len() as i32;
+        for (p, queue) in topic.partitions.iter_mut().enumerate() {
+            let p = p as i32;
+            match queue.close_open_batch(&topic.name, p, config.linger, now, force) {
+                Ok(true) if sticky == Some(p) => topic.sticky.batch_completed(count),
+                Ok(_) => {}
+                Err(at) => wake_at(at),
+            }
+            // Batches that waited too long fail, unless in flight (the answer settles them).
+            while queue
+                .ready
+                .front()
+                .is_some_and(|b| b.created + config.delivery_timeout <= now)
+            {
+                let batch = queue.ready.pop_front().expect("checked above");
+                if batch.sequence.is_some() {
+                    shared.reset_producer_id.store(true, Ordering::Release);
+                }
+                expired.push(batch);
+            }
+            if queue.ready.is_empty() {
+                continue;
+            }
+            if let Some(at) = queue.not_before {
+                if at > now {
+                    wake_at(at);
+                    continue;
+                }
+                queue.not_before = None;
+            }
+            if queue.retrying && queue.in_flight > 0 {
+                continue;
+            }
+            if accumulator_transactional && queue.membership != Membership::Added {
+                continue;
+            }
+            let leader = leaders.leaders.get(p as usize).copied().unwrap_or(-1);
+            if leader < 0 {
+                shared.cluster.mark_stale();
+                wake_at(now + config.client.retry_backoff);
+                continue;
+            }
+            let (bytes, batches) = by_node.entry(leader).or_default();
+            while queue.in_flight < config.max_in_flight {
+                let Some(front) = queue.ready.front() else {
+                    break;
+                };
+                let size = match &front.body {
+                    Body::Records(b) => b.uncompressed_size(),
+                    Body::Built(b) => b.len(),
+                };
+                // One batch per partition per request; requests stay under max.request.size.
+                if batches
+                    .iter()
+                    .any(|b| b.topic == topic.name && b.partition == p)
+                    || (*bytes > 0 && *bytes + size > config.max_request_size)
+                {
+                    wake_at(now);
+                    break;
+                }
+                let mut batch = queue.ready.pop_front().expect("checked above");
+                if config.idempotence && batch.sequence.is_none() {
+                    batch.sequence = Some(queue.next_sequence);
+                    queue.next_sequence =
+                        queue.next_sequence.wrapping_add(batch.records) & i32::MAX;
+                }
+                queue.retrying = false;
+                queue.in_flight += 1;
+                *bytes += size;
+                batches.push(batch);
+            }
+        }
+    }
+    let answered = !expired.is_empty();
+    for batch in expired {
+        let what = format!("delivery to {}-{}", batch.topic, batch.partition);
+        complete(shared, accumulator, batch, Err(ClientError::TimedOut(what)));
+    }
+    if answered {
+        shared.answered.notify_waiters();
+    }
+    let requests = by_node
+        .into_iter()
+        .filter(|(_, (_, batches))| !batches.is_empty())
+        .map(|(node, (_, batches))| (node, batches))
+        .collect();
+    (requests, next_wake)
+}
+
+/// Gives a batch's outcome to its records and its memory back to the buffer.
+fn complete(
+    shared: &Shared,
+    accumulator: &mut Accumulator,
+    batch: Batch,
+    outcome: Result<i64, ClientError>,
+) {
+    if let (Err(e), Some(mut txn)) = (&outcome, shared.transaction()) {
+        txn.batch_failed(e);
+    }
+    let (id, reserved) = batch.complete(outcome);
+    accumulator.incomplete.remove(&id);
+    shared.memory.add_permits(reserved);
+}
+
+/// Builds the request for `node`'s batches and starts it on the node's connection.
+async fn dispatch(
+    shared: &Arc<Shared>,
+    node: i32,
+    mut batches: Vec<Batch>,
+    in_flight: &mut InFlight,
+) {
+    let producer = shared.producer_id();
+    let config = &shared.config;
+    let built: Result<(), ClientError> = batches.iter_mut().try_for_each(|batch| {
+        let sequence = batch.sequence.unwrap_or(-1);
+        let body = std::mem::replace(&mut batch.body, Body::Built(Bytes::new()));
+        batch.body = Body::Built(match body {
+            Body::Records(mut builder) => {
+                if config.idempotence {
+                    builder = builder.producer(producer.id, producer.epoch, sequence);
+                }
+                if shared.transaction.is_some() {
+                    builder = builder.transactional();
+                }
+                Bytes::from(builder.build(0).map_err(|e| ClientError::Protocol {
+                    addr: String::new(),
+                    reason: e.to_string(),
+                })?)
+            }
+            Body::Built(bytes)
+                if config.idempotence
+                    && batch.stamped != Some((producer.id, producer.epoch, sequence)) =>
+            {
+                // Built under an earlier producer id: stamp the new one.
+                let mut copy = BytesMut::from(&bytes[..]);
+                set_producer(&mut copy, producer.id, producer.epoch, sequence);
+                copy.freeze()
+            }
+            Body::Built(bytes) => bytes,
+        });
+        batch.stamped = Some((producer.id, producer.epoch, sequence));
+        batch.attempts += 1;
+        Ok(())
+    });
+    if let Err(e) = built {
+        in_flight.push(Box::pin(async move { (batches, Err(e)) }));
+        return;
+    }
+    let request = produce_request(shared, &batches);
+    let broker = match shared.cluster.node(node).await {
+        Ok(broker) => broker,
+        Err(e) => {
+            in_flight.push(Box::pin(async move { (batches, Err(e)) }));
+            return;
+        }
+    };
+    if config.acks == Acks::None {
+        let sent = match broker.version::<ProduceRequest>() {
+            Ok(version) => broker.conn.send_unanswered(version, &request).await,
+            Err(e) => Err(e),
+        };
+        // Nothing will answer: the batches are done once written.
+        let answer = sent.map(|()| ProduceResponse::default());
+        in_flight.push(Box::pin(async move { (batches, answer) }));
+        return;
+    }
+    let timeout = config.client.request_timeout;
+    let started = match broker.version::<ProduceRequest>() {
+        Ok(version) => broker.conn.start(version, &request).await,
+        Err(e) => Err(e),
+    };
+    match started {
+        Ok(response) => in_flight.push(Box::pin(async move {
+            let answer = match tokio::time::timeout(timeout, response).await {
+                Ok(answer) => answer,
+                Err(_) => {
+                    broker.conn.close();
+                    Err(ClientError::TimedOut(format!(
+                        "Produce to {}",
+                        broker.conn.addr()
+                    )))
+                }
+            };
+            (batches, answer)
+        })),
+        Err(e) => in_flight.push(Box::pin(async move { (batches, Err(e)) })),
+    }
+}
+
+fn produce_request(shared: &Shared, batches: &[Batch]) -> ProduceRequest {
+    let mut topics: Vec<TopicProduceData> = Vec::new();
+    for batch in batches {
+        let Body::Built(bytes) = &batch.body else {
+            continue;
+        };
+        let data = PartitionProduceData::default()
+            .with_index(batch.partition)
+            .with_records(Some(bytes.clone()));
+        match topics.iter_mut().find(|t| *t.name.0 == *batch.topic) {
+            Some(topic) => topic.partition_data.push(data),
+            None => topics.push(
+                TopicProduceData::default()
+                    .with_name(TopicName(StrBytes::from_string(batch.topic.to_string())))
+                    .with_partition_data(vec![data]),
+            ),
+        }
+    }
+    let transactional_id = shared.transaction().map(|t| t.id().clone());
+    ProduceRequest::default()
+        .with_transactional_id(transactional_id)
+        .with_acks(shared.config.acks.code())
+        .with_timeout_ms(shared.config.client.request_timeout.as_millis() as i32)
+        .with_topic_data(topics)
+}
+
+/// Settles every batch of an answered (or failed) request.
+fn settle(shared: &Shared, (batches, answer): Answer) {
+    let acks_none = shared.config.acks == Acks::None;
+    let mut results: HashMap<(&str, i32), (i16, i64)> = HashMap::new();
+    if let Ok(response) = &answer {
+        for topic in &response.responses {
+            for p in &topic.partition_responses {
+                results.insert(
+                    (topic.name.0.as_str(), p.index),
+                    (p.error_code, p.base_offset),
+                );
+            }
+        }
+    }
+    let mut accumulator = shared.accumulator();
+    let now = Instant::now();
+    for mut batch in batches {
+        let outcome = match &answer {
+            Err(e) => Err(e.clone()),
+            Ok(_) if acks_none => Ok(-1),
+            Ok(_) => match results.get(&(&*batch.topic, batch.partition)) {
+                Some(&(0 | code::DUPLICATE_SEQUENCE_NUMBER, base)) => Ok(base),
+                Some(&(code, _)) => Err(ClientError::Refused {
+                    addr: String::new(),
+                    what: format!("Produce to {}-{}", batch.topic, batch.partition),
+                    code,
+                }),
+                None => Err(ClientError::Protocol {
+                    addr: String::new(),
+                    reason: format!("no answer for {}-{}", batch.topic, batch.partition),
+                }),
+            },
+        };
+        let Some(queue) = accumulator.queue(&batch.topic, batch.partition) else {
+            continue;
+        };
+        queue.in_flight = queue.in_flight.saturating_sub(1);
+        let error = match outcome {
+            Ok(base) => {
+                if let Some(seq) = batch.sequence {
+                    queue.acked_sequence = seq.wrapping_add(batch.records) & i32::MAX;
+                }
+                complete(shared, &mut accumulator, batch, Ok(base));
+                continue;
+            }
+            Err(error) => error,
+        };
+        let code = error.code();
+        if !matches!(error, ClientError::Refused { .. })
+            || matches!(
+                code,
+                Some(
+                    code::NOT_LEADER_OR_FOLLOWER
+                        | code::LEADER_NOT_AVAILABLE
+                        | code::UNKNOWN_TOPIC_OR_PARTITION
+                )
+            )
+        {
+            shared.cluster.mark_stale();
+        }
+        // A batch behind a failed one fails out of order: it is retried after it.
+        let gap_before = code == Some(code::OUT_OF_ORDER_SEQUENCE_NUMBER)
+            && batch.sequence.is_some_and(|s| s != queue.acked_sequence);
+        let in_time = batch.created + shared.config.delivery_timeout > now;
+        if (error.is_retriable() || gap_before) && in_time && !acks_none {
+            queue.retrying = true;
+            queue.not_before = Some(now + shared.config.client.retry_backoff);
+            queue.requeue(batch);
+            continue;
+        }
+        let fenced = matches!(
+            code,
+            Some(code::PRODUCER_FENCED | code::INVALID_PRODUCER_EPOCH)
+        );
+        let error = match (&shared.transaction, fenced) {
+            (Some(_), true) => ClientError::Fenced(error.to_string()),
+            _ => error,
+        };
+        if batch.sequence.is_some() && shared.transaction.is_none() {
+            // The sequence has a gap no retry can fill (or the broker forgot the producer,
+            // UNKNOWN_PRODUCER_ID): start again under a new producer id.
+            shared.reset_producer_id.store(true, Ordering::Release);
+        }
+        batch.sequence = None;
+        complete(shared, &mut accumulator, batch, Err(error));
+    }
+    drop(accumulator);
+    shared.answered.notify_waiters();
+    shared.wake.notify_one();
+}

@@ -1,0 +1,291 @@
+//! eddy's consumer as a group member against a real broker (embedded, or the one
+//! `EDDY_TEST_BOOTSTRAP` names): three members share a topic, cooperative-sticky moves only
+//! what must move, a static member comes back to its partitions without a rebalance, a group
+//! resumes from its commits, and the rebalance listener hears of every change.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use eddy::client::{
+    Assignor, Consumer, ConsumerConfig, CooperativeStickyAssignor, OffsetReset, Producer,
+    ProducerConfig, ProducerRecord, RebalanceListener,
+};
+use eddy_core::log::TopicPartition;
+use eddy_tests::TestBroker;
+use tokio::sync::watch;
+
+async fn fill(broker: &TestBroker, topic: &str, count: usize) {
+    let producer = Producer::new(ProducerConfig::new(broker.bootstrap())).unwrap();
+    for i in 0..count {
+        producer
+            .send(ProducerRecord::new(topic, format!("{i}")).key(format!("k{i}")))
+            .await
+            .unwrap();
+    }
+    producer.close().await.unwrap();
+}
+
+/// What a member's listener heard, in order: `+t-0` assigned, `-t-0` revoked, `!t-0` lost.
+type Events = Arc<Mutex<Vec<String>>>;
+
+struct Recorder(Events);
+
+#[async_trait::async_trait]
+impl RebalanceListener for Recorder {
+    async fn on_partitions_assigned(&mut self, _: &mut Consumer, partitions: &[TopicPartition]) {
+        let mut events = self.0.lock().unwrap();
+        events.extend(partitions.iter().map(|tp| format!("+{tp}")));
+    }
+
+    async fn on_partitions_revoked(
+        &mut self,
+        consumer: &mut Consumer,
+        partitions: &[TopicPartition],
+    ) {
+        // Commit what was read before the partitions go, as applications do.
+        let _ = consumer.commit_positions().await;
+        let mut events = self.0.lock().unwrap();
+        events.extend(partitions.iter().map(|tp| format!("-{tp}")));
+    }
+
+    async fn on_partitions_lost(&mut self, _: &mut Consumer, partitions: &[TopicPartition]) {
+        let mut events = self.0.lock().unwrap();
+        events.extend(partitions.iter().map(|tp| format!("!{tp}")));
+    }
+}
+
+/// A member polling in its own task until told to stop.
+struct Member {
+    assignment: Arc<Mutex<Vec<TopicPartition>>>,
+    records: Arc<Mutex<Vec<(i32, i64)>>>,
+    events: Events,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Member {
+    fn spawn(
+        config: ConsumerConfig,
+        topic: &str,
+        assignors: Option<Vec<Arc<dyn Assignor>>>,
+    ) -> Self {
+        let assignment = Arc::new(Mutex::new(Vec::new()));
+        let records = Arc::new(Mutex::new(Vec::new()));
+        let events: Events = Arc::default();
+        let (stop, mut stopped) = watch::channel(false);
+        let mut consumer = Consumer::new(config).unwrap();
+        if let Some(a) = assignors {
+            consumer.set_assignors(a);
+        }
+        consumer.set_rebalance_listener(Recorder(Arc::clone(&events)));
+        consumer.subscribe(&[topic]).unwrap();
+        let (held, seen) = (Arc::clone(&assignment), Arc::clone(&records));
+        let task = tokio::spawn(async move {
+            while !*stopped.borrow() {
+                let batch = tokio::select! {
+                    batch = consumer.poll(Duration::from_millis(100)) => batch.unwrap(),
+                    _ = stopped.changed() => break,
+                };
+                seen.lock()
+                    .unwrap()
+                    .extend(batch.iter().map(|r| (r.partition, r.offset)));
+                if !batch.is_empty() {
+                    consumer.commit_positions().await.unwrap();
+                }
+                *held.lock().unwrap() = consumer.assignment();
+            }
+            consumer.close().await.unwrap();
+        });
+        Self {
+            assignment,
+            records,
+            events,
+            stop,
+            task,
+        }
+    }
+
+    fn partitions(&self) -> BTreeSet<i32> {
+        self.assignment
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|tp| tp.partition)
+            .collect()
+    }
+
+    fn events(&self) -> Vec<String> {
+        self.events.lock().unwrap().clone()
+    }
+
+    async fn stop(self) -> Vec<(i32, i64)> {
+        let _ = self.stop.send(true);
+        self.task.await.unwrap();
+        let records = self.records.lock().unwrap().clone();
+        records
+    }
+}
+
+fn member_config(broker: &TestBroker, group: &str) -> ConsumerConfig {
+    ConsumerConfig::new(broker.bootstrap())
+        .group_id(group)
+        .auto_offset_reset(OffsetReset::Earliest)
+        .session_timeout(Duration::from_secs(10))
+        .heartbeat_interval(Duration::from_millis(200))
+}
+
+/// Waits until the members hold these numbers of partitions, covering all `total` between
+/// them with none held twice.
+async fn settled(members: &[&Member], counts: &[usize], total: i32) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let held: Vec<BTreeSet<i32>> = members.iter().map(|m| m.partitions()).collect();
+        let all: BTreeSet<i32> = held.iter().flatten().copied().collect();
+        let sizes: Vec<usize> = held.iter().map(BTreeSet::len).collect();
+        if sizes == counts
+            && all.len() == total as usize
+            && sizes.iter().sum::<usize>() == total as usize
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "members hold {held:?}, expected sizes {counts:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn three_members_share_six_partitions_and_read_each_record_once() {
+    let broker = TestBroker::start().await;
+    let topic = broker.create_topic("shared", 6).await;
+    let group = broker.unique("sharers");
+    let members: Vec<Member> = (0..3)
+        .map(|_| Member::spawn(member_config(&broker, &group), &topic, None))
+        .collect();
+    settled(&members.iter().collect::<Vec<_>>(), &[2, 2, 2], 6).await;
+    fill(&broker, &topic, 600).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while members
+        .iter()
+        .map(|m| m.records.lock().unwrap().len())
+        .sum::<usize>()
+        < 600
+    {
+        assert!(Instant::now() < deadline, "not every record was read");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut read = Vec::new();
+    for m in members {
+        let held = m.partitions();
+        let records = m.stop().await;
+        // Each member read only its own partitions.
+        assert!(records.iter().all(|(p, _)| held.contains(p)));
+        read.extend(records);
+    }
+    read.sort();
+    let unique: BTreeSet<_> = read.iter().collect();
+    assert_eq!(read.len(), 600, "each record once");
+    assert_eq!(unique.len(), 600);
+}
+
+#[tokio::test]
+async fn cooperative_sticky_moves_only_the_partitions_that_must_move() {
+    let broker = TestBroker::start().await;
+    let topic = broker.create_topic("cooperative", 6).await;
+    let group = broker.unique("cooperators");
+    let sticky = || {
+        Some(vec![
+            Arc::new(CooperativeStickyAssignor) as Arc<dyn Assignor>
+        ])
+    };
+    let a = Member::spawn(member_config(&broker, &group), &topic, sticky());
+    let b = Member::spawn(member_config(&broker, &group), &topic, sticky());
+    settled(&[&a, &b], &[3, 3], 6).await;
+    let (a_before, b_before) = (a.partitions(), b.partitions());
+    let (a_heard, b_heard) = (a.events().len(), b.events().len());
+    let c = Member::spawn(member_config(&broker, &group), &topic, sticky());
+    settled(&[&a, &b, &c], &[2, 2, 2], 6).await;
+    // Each of a and b gave up exactly one partition, kept the other two throughout, and was
+    // assigned nothing new.
+    for (member, before, heard) in [(&a, &a_before, a_heard), (&b, &b_before, b_heard)] {
+        let after: Vec<String> = member.events()[heard..].to_vec();
+        let revoked: Vec<&String> = after.iter().filter(|e| e.starts_with('-')).collect();
+        assert_eq!(revoked.len(), 1, "{after:?}");
+        assert!(
+            after
+                .iter()
+                .all(|e| !e.starts_with('+') && !e.starts_with('!')),
+            "{after:?}"
+        );
+        assert!(member.partitions().is_subset(before));
+    }
+    // c got exactly what a and b gave up.
+    let moved: BTreeSet<i32> = a_before
+        .difference(&a.partitions())
+        .chain(b_before.difference(&b.partitions()))
+        .copied()
+        .collect();
+    assert_eq!(c.partitions(), moved);
+    for m in [a, b, c] {
+        m.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_static_member_returns_to_its_partitions_without_a_rebalance() {
+    let broker = TestBroker::start().await;
+    let topic = broker.create_topic("static", 4).await;
+    let group = broker.unique("statics");
+    let config = |id: &str| member_config(&broker, &group).group_instance_id(id);
+    let a = Member::spawn(config("a"), &topic, None);
+    let b = Member::spawn(config("b"), &topic, None);
+    settled(&[&a, &b], &[2, 2], 4).await;
+    let a_held = a.partitions();
+    let b_heard = b.events().len();
+    // a goes away (a static member does not leave the group) and comes back in time.
+    a.stop().await;
+    let a = Member::spawn(config("a"), &topic, None);
+    settled(&[&a, &b], &[2, 2], 4).await;
+    assert_eq!(a.partitions(), a_held);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        b.events()[b_heard..],
+        [] as [String; 0],
+        "b saw a rebalance"
+    );
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test]
+async fn a_group_resumes_from_its_commits() {
+    let broker = TestBroker::start().await;
+    let topic = broker.create_topic("resume", 2).await;
+    let group = broker.unique("resumers");
+    fill(&broker, &topic, 100).await;
+    let mut first = Consumer::new(member_config(&broker, &group).max_poll_records(30)).unwrap();
+    first.subscribe(&[&topic]).unwrap();
+    let mut read = Vec::new();
+    while read.len() < 30 {
+        read.extend(first.poll(Duration::from_millis(200)).await.unwrap());
+    }
+    first.commit_positions().await.unwrap();
+    first.close().await.unwrap();
+    let mut second = Consumer::new(member_config(&broker, &group)).unwrap();
+    second.subscribe(&[&topic]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while read.len() < 100 {
+        assert!(Instant::now() < deadline);
+        read.extend(second.poll(Duration::from_millis(200)).await.unwrap());
+    }
+    let positions: BTreeMap<(i32, i64), usize> = read.iter().fold(BTreeMap::new(), |mut m, r| {
+        *m.entry((r.partition, r.offset)).or_default() += 1;
+        m
+    });
+    assert_eq!(positions.len(), 100, "nothing lost");
+    assert!(positions.values().all(|&n| n == 1), "nothing read twice");
+    second.close().await.unwrap();
+}
