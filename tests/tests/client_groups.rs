@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use eddy::client::{
-    Assignor, Consumer, ConsumerConfig, CooperativeStickyAssignor, OffsetReset, Producer,
+    Admin, Assignor, Consumer, ConsumerConfig, CooperativeStickyAssignor, OffsetReset, Producer,
     ProducerConfig, ProducerRecord, RebalanceListener,
 };
 use eddy_core::log::TopicPartition;
@@ -91,7 +91,11 @@ impl Member {
                     .unwrap()
                     .extend(batch.iter().map(|r| (r.partition, r.offset)));
                 if !batch.is_empty() {
-                    consumer.commit_positions().await.unwrap();
+                    // A commit may meet a rebalance (REBALANCE_IN_PROGRESS): the records are
+                    // committed with the next batch, or by the revocation listener.
+                    if let Err(e) = consumer.commit_positions().await {
+                        assert!(e.code().is_some(), "commit failed: {e}");
+                    }
                 }
                 *held.lock().unwrap() = consumer.assignment();
             }
@@ -113,6 +117,11 @@ impl Member {
             .iter()
             .map(|tp| tp.partition)
             .collect()
+    }
+
+    /// Panics if the member's task ended (a poll failed), so tests fail at once and say why.
+    fn check_alive(&self) {
+        assert!(!self.task.is_finished(), "a member stopped polling");
     }
 
     fn events(&self) -> Vec<String> {
@@ -140,6 +149,7 @@ fn member_config(broker: &TestBroker, group: &str) -> ConsumerConfig {
 async fn settled(members: &[&Member], counts: &[usize], total: i32) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
+        members.iter().for_each(|m| m.check_alive());
         let held: Vec<BTreeSet<i32>> = members.iter().map(|m| m.partitions()).collect();
         let all: BTreeSet<i32> = held.iter().flatten().copied().collect();
         let sizes: Vec<usize> = held.iter().map(BTreeSet::len).collect();
@@ -159,9 +169,20 @@ async fn settled(members: &[&Member], counts: &[usize], total: i32) {
 
 #[tokio::test]
 async fn three_members_share_six_partitions_and_read_each_record_once() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let broker = TestBroker::start().await;
     let topic = broker.create_topic("shared", 6).await;
     let group = broker.unique("sharers");
+    // Committed offsets from the start: members find their positions without looking up
+    // any offset, so a member that never leads must still learn where partitions live.
+    let admin = Admin::connect(broker.bootstrap()).await.unwrap();
+    let start = (0..6)
+        .map(|p| (TopicPartition::new(&topic, p), 0))
+        .collect();
+    admin.alter_group_offsets(&group, &start).await.unwrap();
     let members: Vec<Member> = (0..3)
         .map(|_| Member::spawn(member_config(&broker, &group), &topic, None))
         .collect();
@@ -174,7 +195,24 @@ async fn three_members_share_six_partitions_and_read_each_record_once() {
         .sum::<usize>()
         < 600
     {
-        assert!(Instant::now() < deadline, "not every record was read");
+        if Instant::now() > deadline {
+            let counts: Vec<(BTreeSet<i32>, BTreeMap<i32, usize>)> =
+                members
+                    .iter()
+                    .map(|m| {
+                        let per_partition = m.records.lock().unwrap().iter().fold(
+                            BTreeMap::new(),
+                            |mut c, (p, _)| {
+                                *c.entry(*p).or_insert(0) += 1;
+                                c
+                            },
+                        );
+                        (m.partitions(), per_partition)
+                    })
+                    .collect();
+            panic!("not every record was read: (held, records per partition) {counts:?}");
+        }
+        members.iter().for_each(Member::check_alive);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let mut read = Vec::new();

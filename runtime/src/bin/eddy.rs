@@ -6,6 +6,10 @@
 //!   prints one JSON line of figures.
 //! - `eddy groups list | describe --group G | reset-offsets --group G --topic T …` shows and
 //!   moves consumer groups, as Kafka's `kafka-consumer-groups.sh` does.
+//! - `eddy topics create | list | describe | delete` manages topics (`kafka-topics.sh`).
+//! - `eddy produce TOPIC` writes standard input's lines to a topic; `eddy consume TOPIC`
+//!   prints a topic's records (Kafka's console producer and consumer), on eddy's own client.
+//! - `eddy transactions list | describe` shows transactional producers.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -41,6 +45,108 @@ enum Command {
     /// Show transactional producers and their transactions.
     #[command(subcommand)]
     Transactions(TransactionsCommand),
+    /// Create, list, describe and delete topics.
+    #[command(subcommand)]
+    Topics(TopicsCommand),
+    /// Write standard input to a topic, a record per line: `key<TAB>value`, or a value alone
+    /// on lines without a tab.
+    Produce(ProduceArgs),
+    /// Print a topic's records to standard output, a line each.
+    Consume(ConsumeArgs),
+}
+
+#[derive(Subcommand)]
+enum TopicsCommand {
+    /// Create a topic.
+    Create {
+        #[command(flatten)]
+        broker: BrokerAddress,
+        /// The topic.
+        topic: String,
+        /// Partitions.
+        #[arg(long, default_value_t = 1)]
+        partitions: i32,
+        /// Replicas of each partition.
+        #[arg(long, default_value_t = 1)]
+        replication_factor: i16,
+        /// A topic config, as key=value (repeatable).
+        #[arg(long = "config")]
+        configs: Vec<String>,
+    },
+    /// The names of every topic.
+    List {
+        #[command(flatten)]
+        broker: BrokerAddress,
+        /// Include the broker's internal topics.
+        #[arg(long)]
+        internal: bool,
+    },
+    /// A topic's partitions, leaders and replicas.
+    Describe {
+        #[command(flatten)]
+        broker: BrokerAddress,
+        /// The topic.
+        topic: String,
+    },
+    /// Delete a topic.
+    Delete {
+        #[command(flatten)]
+        broker: BrokerAddress,
+        /// The topic.
+        topic: String,
+    },
+}
+
+#[derive(clap::Args)]
+struct ProduceArgs {
+    #[command(flatten)]
+    broker: BrokerAddress,
+    /// The topic.
+    topic: String,
+    /// Every line is a value: no keys, even on lines with a tab.
+    #[arg(long)]
+    no_keys: bool,
+    /// acks: all, 1 or 0.
+    #[arg(long, default_value = "all")]
+    acks: String,
+    /// none, gzip, snappy, lz4 or zstd.
+    #[arg(long, default_value = "none")]
+    compression: String,
+    /// How long a batch waits for more records, in ms.
+    #[arg(long, default_value_t = 5)]
+    linger_ms: u64,
+    /// Send without idempotence (required with acks 0 or 1).
+    #[arg(long)]
+    no_idempotence: bool,
+}
+
+#[derive(clap::Args)]
+struct ConsumeArgs {
+    #[command(flatten)]
+    broker: BrokerAddress,
+    /// The topic.
+    topic: String,
+    /// Read as a member of this group, committing what was printed.
+    #[arg(long)]
+    group: Option<String>,
+    /// Start at the beginning of partitions without a committed offset (else at the end).
+    #[arg(long)]
+    from_beginning: bool,
+    /// Stop after this many records.
+    #[arg(long)]
+    max_messages: Option<u64>,
+    /// Stop when no record came for this many ms.
+    #[arg(long)]
+    timeout_ms: Option<u64>,
+    /// read_uncommitted or read_committed.
+    #[arg(long, default_value = "read_uncommitted")]
+    isolation: String,
+    /// Print each record's key before its value, tab-separated.
+    #[arg(long)]
+    print_key: bool,
+    /// Print each record's partition and offset first, tab-separated.
+    #[arg(long)]
+    print_position: bool,
 }
 
 /// Which broker a command talks to.
@@ -212,6 +318,9 @@ fn main() -> ExitCode {
             Command::Bench(command) => run_bench(command).await,
             Command::Groups(command) => run_groups(command).await,
             Command::Transactions(command) => run_transactions(command).await,
+            Command::Topics(command) => run_topics(command).await,
+            Command::Produce(args) => run_produce(args).await,
+            Command::Consume(args) => run_consume(args).await,
         }
     });
     match result {
@@ -348,17 +457,11 @@ fn print_throughput(label: &str, test: &str, figures: &bench::Throughput) {
 }
 
 async fn run_groups(command: GroupsCommand) -> std::io::Result<()> {
-    use eddy::client::Admin;
     use eddy::tools::groups::{self, ResetTarget};
-    let connect = |bootstrap: String| async move {
-        Admin::connect(&bootstrap)
-            .await
-            .map_err(std::io::Error::other)
-    };
     let text = match command {
-        GroupsCommand::List { broker } => groups::list(&connect(broker.bootstrap).await?).await,
+        GroupsCommand::List { broker } => groups::list(&connect(&broker.bootstrap).await?).await,
         GroupsCommand::Describe { broker, group } => {
-            groups::describe(&connect(broker.bootstrap).await?, &group).await
+            groups::describe(&connect(&broker.bootstrap).await?, &group).await
         }
         GroupsCommand::ResetOffsets {
             broker,
@@ -386,7 +489,7 @@ async fn run_groups(command: GroupsCommand) -> std::io::Result<()> {
                 ));
             };
             groups::reset_offsets(
-                &connect(broker.bootstrap).await?,
+                &connect(&broker.bootstrap).await?,
                 &group,
                 &topic,
                 target,
@@ -401,16 +504,10 @@ async fn run_groups(command: GroupsCommand) -> std::io::Result<()> {
 }
 
 async fn run_transactions(command: TransactionsCommand) -> std::io::Result<()> {
-    use eddy::client::Admin;
     use eddy::tools::transactions;
-    let connect = |bootstrap: String| async move {
-        Admin::connect(&bootstrap)
-            .await
-            .map_err(std::io::Error::other)
-    };
     let text = match command {
         TransactionsCommand::List { broker } => {
-            transactions::list(&connect(broker.bootstrap).await?).await
+            transactions::list(&connect(&broker.bootstrap).await?).await
         }
         TransactionsCommand::Describe {
             broker,
@@ -419,13 +516,114 @@ async fn run_transactions(command: TransactionsCommand) -> std::io::Result<()> {
             let now_ms = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as i64);
-            transactions::describe(&connect(broker.bootstrap).await?, &transactional_id, now_ms)
-                .await
+            transactions::describe(
+                &connect(&broker.bootstrap).await?,
+                &transactional_id,
+                now_ms,
+            )
+            .await
         }
     }
     .map_err(std::io::Error::other)?;
     print!("{text}");
     Ok(())
+}
+
+async fn run_topics(command: TopicsCommand) -> std::io::Result<()> {
+    use eddy::tools::topics;
+    let text = match command {
+        TopicsCommand::Create {
+            broker,
+            topic,
+            partitions,
+            replication_factor,
+            configs,
+        } => {
+            let admin = connect(&broker.bootstrap).await?;
+            topics::create(&admin, &topic, partitions, replication_factor, &configs).await
+        }
+        TopicsCommand::List { broker, internal } => {
+            topics::list(&connect(&broker.bootstrap).await?, internal).await
+        }
+        TopicsCommand::Describe { broker, topic } => {
+            topics::describe(&connect(&broker.bootstrap).await?, &topic).await
+        }
+        TopicsCommand::Delete { broker, topic } => {
+            topics::delete(&connect(&broker.bootstrap).await?, &topic).await
+        }
+    }
+    .map_err(std::io::Error::other)?;
+    print!("{text}");
+    Ok(())
+}
+
+async fn run_produce(args: ProduceArgs) -> std::io::Result<()> {
+    use eddy::client::{compression, Acks, ProducerConfig};
+    let invalid = |e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
+    let acks = match args.acks.as_str() {
+        "all" | "-1" => Acks::All,
+        "1" => Acks::Leader,
+        "0" => Acks::None,
+        other => return Err(invalid(format!("--acks {other}: expected all, 1 or 0"))),
+    };
+    let config = ProducerConfig::new(&args.broker.bootstrap)
+        .client_id("eddy-console-producer")
+        .acks(acks)
+        .idempotence(!args.no_idempotence && acks == Acks::All)
+        .compression(compression(&args.compression).map_err(|e| invalid(e.to_string()))?)
+        .linger(std::time::Duration::from_millis(args.linger_ms));
+    let stdin = tokio::io::BufReader::new(tokio::io::stdin());
+    let separator = (!args.no_keys).then_some('\t');
+    let written = eddy::tools::console::produce(config, &args.topic, separator, stdin)
+        .await
+        .map_err(std::io::Error::other)?;
+    tracing::debug!(records = written, topic = %args.topic, "produced");
+    Ok(())
+}
+
+async fn run_consume(args: ConsumeArgs) -> std::io::Result<()> {
+    use eddy::client::{ConsumerConfig, IsolationLevel};
+    use eddy::tools::console::{self, ConsumeOptions};
+    let isolation = match args.isolation.as_str() {
+        "read_uncommitted" => IsolationLevel::ReadUncommitted,
+        "read_committed" => IsolationLevel::ReadCommitted,
+        other => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("--isolation {other}: expected read_uncommitted or read_committed"),
+            ))
+        }
+    };
+    let options = ConsumeOptions {
+        topic: args.topic,
+        group: args.group,
+        from_beginning: args.from_beginning,
+        max_messages: args.max_messages,
+        idle_timeout: args.timeout_ms.map(std::time::Duration::from_millis),
+        isolation,
+        print_position: args.print_position,
+        print_key: args.print_key,
+    };
+    let config = ConsumerConfig::new(&args.broker.bootstrap).client_id("eddy-console-consumer");
+    let stdout = tokio::io::stdout();
+    let consumed = tokio::select! {
+        consumed = console::consume(config, &options, stdout) => {
+            consumed.map_err(std::io::Error::other)?
+        }
+        stopped = shutdown_signal() => {
+            stopped?;
+            return Ok(());
+        }
+    };
+    tracing::debug!(records = consumed, "consumed");
+    Ok(())
+}
+
+/// An admin client for the broker at `bootstrap`.
+async fn connect(bootstrap: &str) -> std::io::Result<eddy::client::Admin> {
+    eddy::client::Admin::connect(bootstrap)
+        .await
+        .map_err(std::io::Error::other)
 }
 
 async fn shutdown_signal() -> std::io::Result<()> {

@@ -311,6 +311,16 @@ impl Cluster {
         Ok(())
     }
 
+    /// Adds `topic` to the topics every refresh asks for; the next refresh comes at once if
+    /// it is new.
+    pub(crate) fn want_topic(&self, topic: &str) {
+        let mut state = self.state();
+        if !state.wanted.contains(topic) {
+            state.wanted.insert(topic.to_string());
+            state.stale = true;
+        }
+    }
+
     /// The metadata of `topic` as last fetched, if the client has it.
     pub(crate) fn topic(&self, topic: &str) -> Option<Result<Arc<TopicMetadata>, i16>> {
         self.state().topics.get(topic).cloned()
@@ -323,9 +333,7 @@ impl Cluster {
         topic: &str,
         deadline: Instant,
     ) -> Result<Arc<TopicMetadata>, ClientError> {
-        if self.state().wanted.insert(topic.to_string()) {
-            self.mark_stale();
-        }
+        self.want_topic(topic);
         loop {
             let outcome = match self.refresh_if_needed().await {
                 Ok(()) => match self.topic(topic) {
@@ -491,7 +499,8 @@ impl Cluster {
             } else {
                 self.config.retry_backoff
             };
-            if !e.is_retriable() || Instant::now() + wait >= deadline {
+            let retriable = e.is_retriable() || e.code() == Some(CONCURRENT_TRANSACTIONS);
+            if !retriable || Instant::now() + wait >= deadline {
                 return result;
             }
             tracing::debug!("retrying: {e}");

@@ -108,6 +108,8 @@ impl Fetcher {
         let wanted: HashSet<&TopicPartition> = partitions.iter().collect();
         self.partitions.retain(|tp, _| wanted.contains(tp));
         for tp in partitions {
+            // Fetches go to leaders: the cluster must know where they are.
+            self.cluster.want_topic(&tp.topic);
             self.topics
                 .entry(tp.topic.clone())
                 .or_insert_with(|| Arc::from(tp.topic.as_str()));
@@ -201,6 +203,7 @@ impl Fetcher {
                 )))
             }
         };
+        tracing::debug!(partitions = ?to_reset, timestamp, "resetting positions");
         for (tp, offset) in self.list_offsets(&to_reset, timestamp, deadline).await? {
             if self
                 .partitions
@@ -441,7 +444,8 @@ impl Fetcher {
                         state.needs_reset = true;
                         continue;
                     }
-                    _ => {
+                    code => {
+                        tracing::debug!(partition = %tp, code, "fetch refused");
                         self.cluster.mark_stale();
                         continue;
                     }

@@ -161,6 +161,7 @@ impl Membership {
             if let Some(e) = self.state().fatal.clone() {
                 return Err(e);
             }
+            tracing::debug!(group = %self.group_id, "joining");
             match self.join_once(topics, owned).await {
                 Ok(assignment) => {
                     self.start_heartbeat();
@@ -282,6 +283,13 @@ impl Membership {
             return Err(self.group_error("SyncGroup", synced.error_code));
         }
         let assignment = protocol::decode_assignment(&synced.assignment)?;
+        tracing::debug!(
+            group = %self.group_id,
+            generation = joined.generation_id,
+            member = %member_id,
+            partitions = ?assignment.partitions,
+            "joined"
+        );
         if let Some(assignor) = self.assignor(protocol_name.as_deref()) {
             assignor.on_assignment(&assignment, joined.generation_id);
         }
@@ -508,6 +516,7 @@ impl Heartbeat {
             match code {
                 0 => {}
                 code::REBALANCE_IN_PROGRESS => {
+                    tracing::debug!(group = %self.group_id, member = %member_id, "rebalance in progress");
                     self.state().rejoin = true;
                     self.wake.notify_one();
                 }

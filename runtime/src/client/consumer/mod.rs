@@ -146,6 +146,9 @@ impl Consumer {
             ));
         }
         let topics: Vec<String> = topics.iter().map(|t| t.to_string()).collect();
+        for topic in &topics {
+            self.cluster.want_topic(topic);
+        }
         if self.subscription.as_ref() != Some(&topics) {
             self.subscription = Some(topics);
             if let Some(group) = &self.group {
@@ -179,6 +182,14 @@ impl Consumer {
             Some(mut group) => group.leave().await,
             None => Ok(()),
         }
+    }
+
+    /// The number of partitions of `topic` (an unknown topic is an error once
+    /// `request.timeout.ms` passed without it appearing).
+    pub async fn partition_count(&self, topic: &str) -> Result<i32, ClientError> {
+        let deadline = Instant::now() + self.config.client.request_timeout;
+        let meta = self.cluster.wait_for_topic(topic, deadline).await?;
+        Ok(meta.leaders.len() as i32)
     }
 
     /// The partitions this consumer reads now.

@@ -1,0 +1,179 @@
+//! eddy's transactional producer against a real broker (embedded, or the one
+//! `EDDY_TEST_BOOTSTRAP` names): a read-process-write loop that commits its input offsets in
+//! the same transactions as its output (one round aborted and redone), and fencing of a
+//! producer whose `transactional.id` another producer took.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use eddy::client::{
+    ClientError, Consumer, ConsumerConfig, IsolationLevel, OffsetReset, Producer, ProducerConfig,
+    ProducerRecord,
+};
+use eddy_core::log::TopicPartition;
+use eddy_tests::TestBroker;
+
+fn transactional(broker: &TestBroker, id: &str) -> Producer {
+    Producer::new(ProducerConfig::new(broker.bootstrap()).transactional_id(id)).unwrap()
+}
+
+fn committed_reader(broker: &TestBroker) -> ConsumerConfig {
+    ConsumerConfig::new(broker.bootstrap())
+        .auto_offset_reset(OffsetReset::Earliest)
+        .isolation_level(IsolationLevel::ReadCommitted)
+}
+
+#[tokio::test]
+async fn a_read_process_write_loop_writes_each_input_once() {
+    let broker = TestBroker::start().await;
+    let input = broker.create_topic("rpw-in", 3).await;
+    let output = broker.create_topic("rpw-out", 3).await;
+    let group = broker.unique("rpw");
+    let producer = Producer::new(ProducerConfig::new(broker.bootstrap())).unwrap();
+    for i in 0..900 {
+        producer
+            .send(ProducerRecord::new(&input, format!("{i}")).key(format!("k{}", i % 50)))
+            .await
+            .unwrap();
+    }
+    producer.close().await.unwrap();
+
+    let copier = transactional(&broker, &broker.unique("rpw-copier"));
+    copier.init_transactions().await.unwrap();
+    let mut consumer = Consumer::new(
+        committed_reader(&broker)
+            .group_id(&group)
+            .max_poll_records(100),
+    )
+    .unwrap();
+    consumer.subscribe(&[&input]).unwrap();
+    let mut copied = 0;
+    let mut aborted_once = false;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while copied < 900 {
+        assert!(Instant::now() < deadline, "copied {copied} of 900");
+        let records = consumer.poll(Duration::from_millis(200)).await.unwrap();
+        if records.is_empty() {
+            continue;
+        }
+        copier.begin_transaction().unwrap();
+        for r in &records {
+            let value = format!(
+                "copy of {}",
+                String::from_utf8_lossy(r.value.as_deref().unwrap())
+            );
+            let mut out = ProducerRecord::new(&output, value);
+            out.key = r.key.clone();
+            copier.send(out).await.unwrap();
+        }
+        if !aborted_once && copied > 300 {
+            // Abort this round and go back to the committed offsets: its output is never
+            // visible, and the records are copied again by a later transaction.
+            aborted_once = true;
+            copier.abort_transaction().await.unwrap();
+            let assigned = consumer.assignment();
+            let committed = consumer.committed(&assigned).await.unwrap();
+            for tp in &assigned {
+                consumer
+                    .seek(tp, committed.get(tp).copied().unwrap_or(0))
+                    .unwrap();
+            }
+            continue;
+        }
+        let mut offsets = BTreeMap::new();
+        for r in &records {
+            offsets.insert(TopicPartition::new(&*r.topic, r.partition), r.offset + 1);
+        }
+        copier
+            .send_offsets_to_transaction(&offsets, &consumer.group_metadata().unwrap())
+            .await
+            .unwrap();
+        copier.commit_transaction().await.unwrap();
+        copied += records.len();
+    }
+    assert!(aborted_once);
+    // The output, read committed, is each input record exactly once.
+    let mut reader = Consumer::new(committed_reader(&broker)).unwrap();
+    let partitions: Vec<_> = (0..3).map(|p| TopicPartition::new(&output, p)).collect();
+    reader.assign(&partitions).unwrap();
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while seen.len() < 900 && Instant::now() < deadline {
+        seen.extend(reader.poll(Duration::from_millis(200)).await.unwrap());
+    }
+    assert!(reader
+        .poll(Duration::from_millis(300))
+        .await
+        .unwrap()
+        .is_empty());
+    let mut values: Vec<u32> = seen
+        .iter()
+        .map(|r| {
+            String::from_utf8_lossy(r.value.as_deref().unwrap())
+                .trim_start_matches("copy of ")
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    values.sort();
+    assert_eq!(values, (0..900).collect::<Vec<u32>>());
+    // The group's committed offsets are the ends of the input.
+    let inputs: Vec<_> = (0..3).map(|p| TopicPartition::new(&input, p)).collect();
+    let committed = consumer.committed(&inputs).await.unwrap();
+    assert_eq!(committed.values().sum::<i64>(), 900);
+    consumer.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_second_producer_with_the_same_transactional_id_fences_the_first() {
+    let broker = TestBroker::start().await;
+    let topic = broker.create_topic("fenced", 1).await;
+    let id = broker.unique("fenced-id");
+    let first = transactional(&broker, &id);
+    first.init_transactions().await.unwrap();
+    first.begin_transaction().unwrap();
+    first
+        .send(ProducerRecord::new(&topic, "from the first"))
+        .await
+        .unwrap();
+    first.flush().await.unwrap();
+    let second = transactional(&broker, &id);
+    second.init_transactions().await.unwrap();
+    // The first producer's open transaction was aborted, and it can do nothing more.
+    let commit = first.commit_transaction().await;
+    assert!(matches!(commit, Err(ClientError::Fenced(_))), "{commit:?}");
+    let again = first.begin_transaction();
+    assert!(matches!(again, Err(ClientError::Fenced(_))), "{again:?}");
+    second.begin_transaction().unwrap();
+    second
+        .send(ProducerRecord::new(&topic, "from the second"))
+        .await
+        .unwrap();
+    second.commit_transaction().await.unwrap();
+    let mut reader = Consumer::new(committed_reader(&broker)).unwrap();
+    reader.assign(&[TopicPartition::new(&topic, 0)]).unwrap();
+    let mut values = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while values.is_empty() && Instant::now() < deadline {
+        for r in reader.poll(Duration::from_millis(200)).await.unwrap() {
+            values.push(String::from_utf8(r.value.unwrap().to_vec()).unwrap());
+        }
+    }
+    assert_eq!(values, ["from the second"]);
+}
+
+#[tokio::test]
+async fn sends_outside_a_transaction_are_refused() {
+    let broker = TestBroker::start().await;
+    let topic = broker.create_topic("outside", 1).await;
+    let producer = transactional(&broker, &broker.unique("outside-id"));
+    let before_init = producer.send(ProducerRecord::new(&topic, "x")).await;
+    assert!(matches!(before_init, Err(ClientError::State(_))));
+    producer.init_transactions().await.unwrap();
+    let before_begin = producer.send(ProducerRecord::new(&topic, "x")).await;
+    assert!(matches!(before_begin, Err(ClientError::State(_))));
+    assert!(producer.commit_transaction().await.is_err());
+    // An empty transaction commits without asking the coordinator for anything.
+    producer.begin_transaction().unwrap();
+    producer.commit_transaction().await.unwrap();
+}
