@@ -15,7 +15,9 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
+from brokers import Broker, free_port
 from clients import create_topic, read_to_end
+from proxy import CuttingProxy
 
 REPO = Path(__file__).resolve().parents[2]
 EDDY = os.environ.get("EDDY_BIN", str(REPO / "target" / "release" / "eddy"))
@@ -141,6 +143,52 @@ def test_an_eddy_consumer_and_a_confluent_kafka_consumer_share_a_group(broker, t
     assert len(mine) == 3 and len(yours) == 3 and not mine & yours, (mine, yours)
     everything = sorted(ours_records + theirs_records)
     assert len(everything) == 1_200 and len(set(everything)) == 1_200
+
+
+def test_eddys_idempotent_producer_writes_no_duplicate_when_its_connections_are_cut(broker_kind, topic_name):
+    """Responses lost and connections cut while `eddy produce` sends: the requests written
+    but never acknowledged are sent again, and the broker keeps each record once."""
+    port = free_port()
+    proxy = CuttingProxy(port)
+    broker = Broker(broker_kind, port=port, advertised_port=proxy.port).start()
+    try:
+        bootstrap = f"127.0.0.1:{proxy.port}"
+        create_topic(bootstrap, topic_name, 3)
+        count, cuts = 100_000, 6
+        log = Path(broker.data_dir).parent / f"{Path(broker.data_dir).name}-producer.log"
+        with open(log, "w") as errors:
+            producer = subprocess.Popen(
+                [EDDY, "produce", topic_name, "--bootstrap", bootstrap, "--linger-ms", "2"],
+                stdin=subprocess.PIPE, stderr=errors, text=True,
+                env={**os.environ, "EDDY_LOG": os.environ.get("EDDY_LOG", "info")})
+
+        def cutter():
+            for _ in range(cuts):
+                time.sleep(0.4)
+                proxy.lose_responses_then_cut(0.2)
+
+        thread = threading.Thread(target=cutter)
+        thread.start()
+        for start in range(0, count, 1_000):
+            producer.stdin.write("".join(f"{i % 101}\t{i:06d}\n" for i in range(start, start + 1_000)))
+            producer.stdin.flush()
+            time.sleep(0.02)  # spread the records over the cuts
+        thread.join()
+        producer.stdin.close()
+        producer.wait(300)
+        assert producer.returncode == 0, f"eddy produce failed:\n{log.read_text()[-20_000:]}"
+        assert proxy.cuts >= cuts
+        messages = read_to_end(bootstrap, topic_name, 3)
+        values = [m.value().decode() for m in messages]
+        duplicates = [v for v, n in collections.Counter(values).items() if n > 1]
+        assert duplicates == [], f"{len(duplicates)} values written twice, e.g. {duplicates[:5]}"
+        assert sorted(values) == [f"{i:06d}" for i in range(count)]
+        for p in range(3):
+            in_partition = [int(m.value()) for m in messages if m.partition() == p]
+            assert in_partition == sorted(in_partition), f"partition {p} out of order"
+    finally:
+        broker.close()
+        proxy.close()
 
 
 def test_eddys_client_suites_pass_against_the_broker(broker):

@@ -53,6 +53,10 @@ struct State {
     /// Per address: no new attempt before this instant, and the failures in a row.
     backoff: HashMap<String, (Instant, u32)>,
     coordinators: HashMap<(i8, String), i32>,
+    /// Addresses a background task is connecting to.
+    connecting: std::collections::HashSet<String>,
+    /// A background metadata refresh is under way.
+    refreshing_in_background: bool,
 }
 
 /// Brokers, metadata and connections, shared by everything a client runs.
@@ -136,7 +140,8 @@ impl Cluster {
         let request = ApiVersionsRequest::default()
             .with_client_software_name(StrBytes::from_static_str("eddy"))
             .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
-        let timeout = self.config.request_timeout;
+        // A broker that does not answer ApiVersions promptly is not worth waiting for.
+        let timeout = self.config.connect_timeout;
         let ask = |version| {
             let conn = conn.clone();
             let request = request.clone();
@@ -206,6 +211,57 @@ impl Cluster {
                 )))
             }
         }
+    }
+
+    /// The live connection to broker `node`, if there is one, without connecting: for
+    /// callers that must not wait for a connection (the producer's sender). Without one, a
+    /// background task starts connecting, and the caller tries again later.
+    pub(crate) fn connected(self: &Arc<Self>, node: i32) -> Option<Broker> {
+        let addr = {
+            let state = self.state();
+            let addr = state.brokers.get(&node)?.clone();
+            if let Some(broker) = state.connections.get(&addr) {
+                if !broker.conn.is_closed() {
+                    return Some(broker.clone());
+                }
+            }
+            addr
+        };
+        if self.state().connecting.insert(addr.clone()) {
+            let cluster = Arc::clone(self);
+            tokio::spawn(async move {
+                if let Err(e) = cluster.broker_at(&addr).await {
+                    tracing::debug!("connecting to {addr}: {e}");
+                }
+                cluster.state().connecting.remove(&addr);
+            });
+        }
+        None
+    }
+
+    /// Starts a metadata refresh in the background if one is due and none is running, for
+    /// callers that go on with the metadata they have meanwhile.
+    pub(crate) fn refresh_in_background(self: &Arc<Self>) {
+        {
+            let mut state = self.state();
+            let due = state.stale
+                || state
+                    .refreshed
+                    .is_none_or(|at| at.elapsed() >= self.config.metadata_max_age);
+            if !due || state.refreshing_in_background {
+                return;
+            }
+            state.refreshing_in_background = true;
+        }
+        let cluster = Arc::clone(self);
+        tokio::spawn(async move {
+            if let Err(e) = cluster.refresh().await {
+                tracing::debug!("metadata refresh failed: {e}");
+                // Not at once again: the next attempt waits for the backoff.
+                tokio::time::sleep(cluster.config.retry_backoff).await;
+            }
+            cluster.state().refreshing_in_background = false;
+        });
     }
 
     /// The connection to broker `node`, from the metadata.

@@ -170,6 +170,9 @@ impl Connection {
         encoded: EncodedRequest<R>,
     ) -> Result<impl std::future::Future<Output = Result<R::Response, ClientError>>, ClientError>
     {
+        if self.is_closed() {
+            return Err(ClientError::Disconnected(self.addr.clone()));
+        }
         let EncodedRequest {
             mut frame, version, ..
         } = encoded;

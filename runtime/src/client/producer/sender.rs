@@ -91,7 +91,7 @@ async fn prepare(shared: &Shared, nothing_in_flight: bool) -> Result<(), ClientE
             restart_sequences(&mut shared.accumulator());
         }
     }
-    shared.cluster.refresh_if_needed().await?;
+    shared.cluster.refresh_in_background();
     if shared.transaction.is_some() {
         super::transaction::add_registered_partitions(shared).await?;
     }
@@ -313,12 +313,11 @@ async fn dispatch(
         return;
     }
     let request = produce_request(shared, &batches);
-    let broker = match shared.cluster.node(node).await {
-        Ok(broker) => broker,
-        Err(e) => {
-            in_flight.push(Box::pin(async move { (batches, Err(e)) }));
-            return;
-        }
+    // Never wait for a connection here: that would hold up every other broker's batches.
+    let Some(broker) = shared.cluster.connected(node) else {
+        let e = ClientError::Disconnected(format!("broker {node} (connecting)"));
+        in_flight.push(Box::pin(async move { (batches, Err(e)) }));
+        return;
     };
     if config.acks == Acks::None {
         let sent = match broker.version::<ProduceRequest>() {
@@ -331,8 +330,21 @@ async fn dispatch(
         return;
     }
     let timeout = config.client.request_timeout;
+    // A connection whose writes do not drain (the broker stopped reading) must not hold up
+    // the sender either: it is closed like one that does not answer.
     let started = match broker.version::<ProduceRequest>() {
-        Ok(version) => broker.conn.start(version, &request).await,
+        Ok(version) => {
+            match tokio::time::timeout(timeout, broker.conn.start(version, &request)).await {
+                Ok(started) => started,
+                Err(_) => {
+                    broker.conn.close();
+                    Err(ClientError::TimedOut(format!(
+                        "writing to {}",
+                        broker.conn.addr()
+                    )))
+                }
+            }
+        }
         Err(e) => Err(e),
     };
     match started {
