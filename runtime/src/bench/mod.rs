@@ -2,11 +2,13 @@
 //! that speaks the Kafka protocol, so eddy's broker and Apache Kafka's are measured by the
 //! same client in the same way.
 //!
-//! The producer sends requests of one batch per partition, `in_flight` at a time, building
-//! every batch (records, CRC-32C) as a client does. The consumer keeps one fetch in flight,
-//! as Kafka's consumers do, and counts records from batch headers. The transactional producer
-//! is in `transactions`.
+//! Two kinds of load: through eddy's client, as applications use it (`client`), and raw
+//! (this module): requests of one batch per partition, `in_flight` at a time, building every
+//! batch (records, CRC-32C) as a client does, and a consumer that keeps one fetch in flight
+//! and counts records from batch headers — the least a client can do, to measure brokers.
+//! The transactional producer is in `transactions`.
 
+pub mod client;
 mod transactions;
 
 pub use transactions::{produce_transactionally, TransactionalThroughput};

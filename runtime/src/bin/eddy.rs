@@ -221,9 +221,11 @@ enum GroupsCommand {
 
 #[derive(Subcommand)]
 enum BenchCommand {
-    /// Send records (no key, fixed-size values) and wait for every acknowledgement.
+    /// Send records (no key, fixed-size values, acks=all, idempotent) through eddy's client
+    /// and wait for every acknowledgement.
     Produce(BenchArgs),
-    /// Read a topic's partitions from the start until the given number of records arrived.
+    /// Read a topic's partitions from the start through eddy's client until the given number
+    /// of records arrived.
     Consume(BenchArgs),
     /// Send the same records with acks=all and from a transactional producer in
     /// transactions of `--transaction-ms` each, alternately; prints the throughputs, the ratio
@@ -266,6 +268,10 @@ struct BenchArgs {
     /// A label for the output line.
     #[arg(long, default_value = "broker")]
     label: String,
+    /// Use the raw load generator (the least a client can do: it measures the broker) instead
+    /// of eddy's client (produce and consume).
+    #[arg(long)]
+    raw: bool,
 }
 
 #[derive(clap::Args)]
@@ -368,20 +374,22 @@ async fn run_bench(command: BenchCommand) -> std::io::Result<()> {
     match command {
         BenchCommand::Produce(args) => {
             let load = load_of(&args, args.topic.clone());
-            let figures = bench::produce(&args.bootstrap, &load)
-                .await
-                .map_err(failed)?;
+            let figures = if args.raw {
+                bench::produce(&args.bootstrap, &load).await
+            } else {
+                bench::client::produce(&args.bootstrap, &load).await
+            }
+            .map_err(failed)?;
             print_throughput(&args.label, "produce", &figures);
         }
         BenchCommand::Consume(args) => {
-            let figures = bench::consume(
-                &args.bootstrap,
-                &args.topic,
-                args.partitions,
-                args.records,
-                args.record_size,
-            )
-            .await
+            let (bootstrap, topic) = (&args.bootstrap, &args.topic);
+            let (partitions, records, size) = (args.partitions, args.records, args.record_size);
+            let figures = if args.raw {
+                bench::consume(bootstrap, topic, partitions, records, size).await
+            } else {
+                bench::client::consume(bootstrap, topic, partitions, records, size).await
+            }
             .map_err(failed)?;
             print_throughput(&args.label, "consume", &figures);
         }

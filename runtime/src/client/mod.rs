@@ -26,7 +26,7 @@ pub use consumer::{
     Assignment, Assignor, Consumer, ConsumerRecord, CooperativeStickyAssignor, MemberSubscription,
     RangeAssignor, RebalanceListener, RebalanceProtocol, RoundRobinAssignor,
 };
-pub use producer::{Delivery, GroupMetadata, Producer, ProducerRecord, RecordMetadata};
+pub use producer::{Delivery, GroupMetadata, Producer, ProducerRecord, RecordMetadata, Topic};
 
 /// The Kafka protocol's message types, for requests sent through a [`Connection`].
 pub use kafka_protocol as protocol;

@@ -181,6 +181,15 @@ pub(crate) struct Appended {
     pub(crate) wake_sender: bool,
 }
 
+/// Why a record was not appended.
+#[derive(Debug)]
+pub(crate) enum AppendError {
+    /// The accumulator has not seen the topic: its metadata is needed first.
+    UnknownTopic,
+    /// The record cannot go (a partition the topic does not have).
+    Refused(ClientError),
+}
+
 /// Every partition's batches, and what flushes wait for.
 #[derive(Debug)]
 pub(crate) struct Accumulator {
@@ -226,11 +235,6 @@ impl Accumulator {
             .all(|t| t.partitions.iter().all(PartitionQueue::is_idle))
     }
 
-    /// The number of partitions of `topic`, if the accumulator has seen it.
-    pub(crate) fn partition_count(&self, topic: &str) -> Option<i32> {
-        self.topics.get(topic).map(|t| t.partitions.len() as i32)
-    }
-
     /// Makes room for `topic` with `partitions` partitions (more if it grew).
     pub(crate) fn add_topic(&mut self, topic: &str, partitions: i32, seed: u64) {
         let queues = self
@@ -266,19 +270,19 @@ impl Accumulator {
         headers: &[Header],
         timestamp: Timestamp,
         reserved: usize,
-    ) -> Result<Appended, ClientError> {
+    ) -> Result<Appended, AppendError> {
         let queues = self
             .topics
             .get_mut(topic)
-            .ok_or_else(|| ClientError::State(format!("topic {topic} has no metadata")))?;
+            .ok_or(AppendError::UnknownTopic)?;
         let count = queues.partitions.len() as i32;
         let keyless = partition.is_none() && key.is_none();
         let mut chosen = match (partition, key) {
             (Some(p), _) if (0..count).contains(&p) => p,
             (Some(p), _) => {
-                return Err(ClientError::State(format!(
+                return Err(AppendError::Refused(ClientError::State(format!(
                     "partition {p} of topic {topic}, which has {count} partitions"
-                )))
+                ))))
             }
             (None, Some(key)) => partition_for_key(key, count),
             (None, None) => queues.sticky.partition(count),

@@ -22,18 +22,67 @@ use bytes::Bytes;
 use eddy_core::log::{Header, Timestamp};
 use tokio::sync::{Notify, Semaphore};
 
-use self::accumulator::{Accumulator, OutcomeFuture};
+use self::accumulator::{Accumulator, AppendError, OutcomeFuture};
 use self::transaction::Transaction;
 use super::cluster::Cluster;
 use super::{ClientError, ProducerConfig};
 
 pub use self::transaction::GroupMetadata;
 
+/// A topic's name, cheap to clone: a producer sending many records to one topic clones one
+/// `Topic` (a reference count) rather than a string per record.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Topic(Arc<str>);
+
+impl std::ops::Deref for Topic {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Topic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for Topic {
+    fn from(name: &str) -> Self {
+        Self(Arc::from(name))
+    }
+}
+
+impl From<String> for Topic {
+    fn from(name: String) -> Self {
+        Self(Arc::from(name))
+    }
+}
+
+impl From<&String> for Topic {
+    fn from(name: &String) -> Self {
+        Self(Arc::from(name.as_str()))
+    }
+}
+
+impl From<&Topic> for Topic {
+    fn from(topic: &Topic) -> Self {
+        topic.clone()
+    }
+}
+
+impl From<Arc<str>> for Topic {
+    fn from(name: Arc<str>) -> Self {
+        Self(name)
+    }
+}
+
 /// A record to send.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ProducerRecord {
     /// The topic.
-    pub topic: String,
+    pub topic: Topic,
     /// The partition; `None` lets the partitioner choose (murmur2 of the key as the Java
     /// client does, or the sticky partitioner for records without a key).
     pub partition: Option<i32>,
@@ -49,11 +98,22 @@ pub struct ProducerRecord {
 
 impl ProducerRecord {
     /// A record for `topic` with this value and no key.
-    pub fn new(topic: impl Into<String>, value: impl Into<Bytes>) -> Self {
+    pub fn new(topic: impl Into<Topic>, value: impl Into<Bytes>) -> Self {
         Self {
             topic: topic.into(),
+            partition: None,
+            key: None,
             value: Some(value.into()),
-            ..Self::default()
+            headers: Vec::new(),
+            timestamp: None,
+        }
+    }
+
+    /// A tombstone for `key` in `topic`: deletes the key from a compacted topic.
+    pub fn tombstone(topic: impl Into<Topic>, key: impl Into<Bytes>) -> Self {
+        Self {
+            value: None,
+            ..Self::new(topic, Bytes::new()).key(key)
         }
     }
 
@@ -280,32 +340,42 @@ impl Producer {
                     .map_err(|_| ClientError::Closed)?
             }
         };
-        let known = shared
-            .accumulator()
-            .partition_count(&record.topic)
-            .is_some();
-        if !known {
-            let topic = shared
-                .cluster
-                .wait_for_topic(&record.topic, deadline)
-                .await?;
-            let seed = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64);
-            shared
-                .accumulator()
-                .add_topic(&record.topic, topic.leaders.len() as i32, seed);
-        }
         let timestamp = record.timestamp.unwrap_or_else(now_ms);
-        let appended = shared.accumulator().append(
-            &record.topic,
-            record.partition,
-            record.key.as_deref(),
-            record.value.as_deref(),
-            &record.headers,
-            timestamp,
-            size,
-        )?;
+        let append = |accumulator: &mut Accumulator| {
+            accumulator.append(
+                &record.topic,
+                record.partition,
+                record.key.as_deref(),
+                record.value.as_deref(),
+                &record.headers,
+                timestamp,
+                size,
+            )
+        };
+        // One lock for a topic the producer knows; the first record of a topic waits for
+        // its metadata outside the lock.
+        let first = append(&mut shared.accumulator());
+        let appended = match first {
+            Err(AppendError::UnknownTopic) => {
+                let topic = shared
+                    .cluster
+                    .wait_for_topic(&record.topic, deadline)
+                    .await?;
+                let seed = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64);
+                let mut accumulator = shared.accumulator();
+                accumulator.add_topic(&record.topic, topic.leaders.len() as i32, seed);
+                append(&mut accumulator)
+            }
+            other => other,
+        }
+        .map_err(|e| match e {
+            AppendError::UnknownTopic => {
+                ClientError::State(format!("topic {} has no metadata", record.topic))
+            }
+            AppendError::Refused(e) => e,
+        })?;
         // The batch gives the memory back when it is answered.
         permits.forget();
         if appended.wake_sender {
