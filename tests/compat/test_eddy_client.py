@@ -193,7 +193,8 @@ def test_eddys_idempotent_producer_writes_no_duplicate_when_its_connections_are_
 
 def test_eddys_client_suites_pass_against_the_broker(broker):
     """The Rust tests of eddy's client, pointed at this broker process."""
-    suites = ["client_producer", "client_consumer", "client_groups", "client_transactions"]
+    suites = ["client_admin", "client_producer", "client_consumer", "client_groups",
+              "client_transactions"]
     command = ["cargo", "test", "-q", "-p", "eddy-tests"]
     for suite in suites:
         command += ["--test", suite]
