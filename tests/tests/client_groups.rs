@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use eddy::client::{
     Admin, Assignor, Consumer, ConsumerConfig, CooperativeStickyAssignor, OffsetReset, Producer,
-    ProducerConfig, ProducerRecord, RebalanceListener,
+    ProducerConfig, ProducerRecord, RebalanceListener, RoundRobinAssignor,
 };
 use eddy_core::log::TopicPartition;
 use eddy_tests::TestBroker;
@@ -326,4 +326,107 @@ async fn a_group_resumes_from_its_commits() {
     assert_eq!(positions.len(), 100, "nothing lost");
     assert!(positions.values().all(|&n| n == 1), "nothing read twice");
     second.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn roundrobin_deals_the_partitions_in_turn() {
+    let broker = TestBroker::start().await;
+    let topic = broker.create_topic("dealt", 4).await;
+    let group = broker.unique("dealers");
+    let roundrobin = || Some(vec![Arc::new(RoundRobinAssignor) as Arc<dyn Assignor>]);
+    let a = Member::spawn(member_config(&broker, &group), &topic, roundrobin());
+    let b = Member::spawn(member_config(&broker, &group), &topic, roundrobin());
+    settled(&[&a, &b], &[2, 2], 4).await;
+    let mut held = [a.partitions(), b.partitions()];
+    held.sort();
+    assert_eq!(held, [BTreeSet::from([0, 2]), BTreeSet::from([1, 3])]);
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test]
+async fn a_member_that_stops_polling_loses_its_partitions_to_the_others() {
+    let broker = TestBroker::start().await;
+    let topic = broker.create_topic("stalled", 4).await;
+    let group = broker.unique("stallers");
+    let config = member_config(&broker, &group).max_poll_interval(Duration::from_secs(2));
+    let steady = Member::spawn(config.clone(), &topic, None);
+    let events: Events = Arc::default();
+    let mut slow = Consumer::new(config).unwrap();
+    slow.set_rebalance_listener(Recorder(Arc::clone(&events)));
+    slow.subscribe(&[&topic]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(slow.assignment().len() == 2 && steady.partitions().len() == 2) {
+        assert!(Instant::now() < deadline, "the group did not settle");
+        slow.poll(Duration::from_millis(100)).await.unwrap();
+    }
+    let had: Vec<String> = slow
+        .assignment()
+        .iter()
+        .map(|tp| format!("!{tp}"))
+        .collect();
+    // The slow member stops polling: past max.poll.interval.ms it leaves the group, and the
+    // steady one takes every partition.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while steady.partitions().len() != 4 {
+        assert!(
+            Instant::now() < deadline,
+            "the steady member never got every partition"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // At its next poll the slow member hears that its partitions were lost, and joins again.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(slow.assignment().len() == 2 && steady.partitions().len() == 2) {
+        assert!(
+            Instant::now() < deadline,
+            "the slow member did not come back"
+        );
+        slow.poll(Duration::from_millis(100)).await.unwrap();
+    }
+    let lost: Vec<String> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| e.starts_with('!'))
+        .cloned()
+        .collect();
+    assert_eq!(lost, had);
+    slow.close().await.unwrap();
+    steady.stop().await;
+}
+
+#[tokio::test]
+async fn auto_commit_commits_what_the_polls_returned() {
+    let broker = TestBroker::start().await;
+    let topic = broker.create_topic("autocommit", 1).await;
+    let group = broker.unique("autocommitters");
+    fill(&broker, &topic, 10).await;
+    let mut config = member_config(&broker, &group);
+    config.enable_auto_commit = true;
+    config.auto_commit_interval = Duration::from_millis(200);
+    let mut consumer = Consumer::new(config).unwrap();
+    consumer.subscribe(&[&topic]).unwrap();
+    let mut read = 0;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while read < 10 {
+        assert!(Instant::now() < deadline);
+        read += consumer
+            .poll(Duration::from_millis(100))
+            .await
+            .unwrap()
+            .len();
+    }
+    // Polls past the interval commit the positions, without an explicit commit.
+    let tp = TopicPartition::new(&topic, 0);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        consumer.poll(Duration::from_millis(100)).await.unwrap();
+        let committed = consumer.committed(std::slice::from_ref(&tp)).await.unwrap();
+        if committed.get(&tp) == Some(&10) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "committed {committed:?}");
+    }
+    consumer.close().await.unwrap();
 }
