@@ -160,7 +160,7 @@ def test_eddys_idempotent_producer_writes_no_duplicate_when_its_connections_are_
             producer = subprocess.Popen(
                 [EDDY, "produce", topic_name, "--bootstrap", bootstrap, "--linger-ms", "2"],
                 stdin=subprocess.PIPE, stderr=errors, text=True,
-                env={**os.environ, "EDDY_LOG": os.environ.get("EDDY_LOG", "info")})
+                env={**os.environ, "EDDY_LOG": os.environ.get("EDDY_LOG", "eddy=debug")})
 
         def cutter():
             for _ in range(cuts):
@@ -176,7 +176,7 @@ def test_eddys_idempotent_producer_writes_no_duplicate_when_its_connections_are_
         thread.join()
         producer.stdin.close()
         producer.wait(300)
-        assert producer.returncode == 0, f"eddy produce failed:\n{log.read_text()[-20_000:]}"
+        assert producer.returncode == 0, f"eddy produce failed:\n{log.read_text()[-30_000:]}"
         assert proxy.cuts >= cuts
         messages = read_to_end(bootstrap, topic_name, 3)
         values = [m.value().decode() for m in messages]

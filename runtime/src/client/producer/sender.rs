@@ -238,6 +238,15 @@ fn drain(shared: &Shared, now: Instant) -> (Vec<(i32, Vec<Batch>)>, Option<Insta
         }
     }
     let answered = !expired.is_empty();
+    for batch in &expired {
+        tracing::warn!(
+            topic = %batch.topic,
+            partition = batch.partition,
+            sequence = ?batch.sequence,
+            attempts = batch.attempts,
+            "delivery timed out"
+        );
+    }
     for batch in expired {
         let what = format!("delivery to {}-{}", batch.topic, batch.partition);
         complete(shared, accumulator, batch, Err(ClientError::TimedOut(what)));
@@ -456,6 +465,13 @@ fn settle(shared: &Shared, (batches, answer): Answer) {
             && batch.sequence.is_some_and(|s| s != queue.acked_sequence);
         let in_time = batch.created + shared.config.delivery_timeout > now;
         if (error.is_retriable() || gap_before) && in_time && !acks_none {
+            tracing::debug!(
+                topic = %batch.topic,
+                partition = batch.partition,
+                sequence = ?batch.sequence,
+                attempts = batch.attempts,
+                "sending again after: {error}"
+            );
             queue.retrying = true;
             queue.not_before = Some(now + shared.config.client.retry_backoff);
             queue.requeue(batch);
