@@ -102,6 +102,10 @@ pub(crate) struct PartitionQueue {
     pub(crate) next_sequence: i32,
     /// The sequence number after the last acknowledged batch.
     pub(crate) acked_sequence: i32,
+    /// A batch was acknowledged under the current producer id. Until then one batch at a
+    /// time is in flight: a broker takes any first sequence number from a producer it does
+    /// not know yet, so a second batch must not arrive before a first that failed.
+    pub(crate) acknowledged: bool,
     /// A batch failed and waits to be sent again: nothing more is sent until every batch in
     /// flight has been answered, so that batches reach the log in order.
     pub(crate) retrying: bool,

@@ -131,6 +131,7 @@ pub(super) fn restart_sequences(accumulator: &mut Accumulator) {
         for partition in &mut topic.partitions {
             partition.next_sequence = 0;
             partition.acked_sequence = 0;
+            partition.acknowledged = false;
             for batch in &mut partition.ready {
                 batch.sequence = None;
             }
@@ -207,7 +208,12 @@ fn drain(shared: &Shared, now: Instant) -> (Vec<(i32, Vec<Batch>)>, Option<Insta
                 continue;
             }
             let (bytes, batches) = by_node.entry(leader).or_default();
-            while queue.in_flight < config.max_in_flight {
+            let max_in_flight = if config.idempotence && !queue.acknowledged {
+                1
+            } else {
+                config.max_in_flight
+            };
+            while queue.in_flight < max_in_flight {
                 let Some(front) = queue.ready.front() else {
                     break;
                 };
@@ -441,6 +447,7 @@ fn settle(shared: &Shared, (batches, answer): Answer) {
             Ok(base) => {
                 if let Some(seq) = batch.sequence {
                     queue.acked_sequence = seq.wrapping_add(batch.records) & i32::MAX;
+                    queue.acknowledged = true;
                 }
                 complete(shared, &mut accumulator, batch, Ok(base));
                 continue;
@@ -460,9 +467,12 @@ fn settle(shared: &Shared, (batches, answer): Answer) {
         {
             shared.cluster.mark_stale();
         }
-        // A batch behind a failed one fails out of order: it is retried after it.
+        // A batch behind a failed one fails out of order: it is retried after it. (One before
+        // the last acknowledged can never be written: that is no gap to wait out.)
         let gap_before = code == Some(code::OUT_OF_ORDER_SEQUENCE_NUMBER)
-            && batch.sequence.is_some_and(|s| s != queue.acked_sequence);
+            && batch
+                .sequence
+                .is_some_and(|s| sequence_after(s, queue.acked_sequence));
         let in_time = batch.created + shared.config.delivery_timeout > now;
         if (error.is_retriable() || gap_before) && in_time && !acks_none {
             tracing::debug!(
@@ -496,4 +506,24 @@ fn settle(shared: &Shared, (batches, answer): Answer) {
     drop(accumulator);
     shared.answered.notify_waiters();
     shared.wake.notify_one();
+}
+
+/// Whether sequence number `a` comes after `b`, sequence numbers wrapping at `i32::MAX`.
+fn sequence_after(a: i32, b: i32) -> bool {
+    let distance = (i64::from(a) - i64::from(b)).rem_euclid(1 << 31);
+    distance != 0 && distance < 1 << 30
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sequence_after;
+
+    #[test]
+    fn sequence_numbers_compare_across_the_wrap() {
+        assert!(sequence_after(10, 5));
+        assert!(!sequence_after(5, 10));
+        assert!(!sequence_after(7, 7));
+        assert!(sequence_after(3, i32::MAX - 2));
+        assert!(!sequence_after(i32::MAX - 2, 3));
+    }
 }
