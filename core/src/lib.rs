@@ -6,6 +6,8 @@
 //!
 //! - [`log`]: topics, partitions, offsets, records, and the partitioners of the Java client.
 //! - [`wire`]: the Apache Kafka wire format: RecordBatch v2, compression, varints.
+//! - [`serde`]: how keys and values become bytes and back, with Kafka's serdes' layouts.
 
 pub mod log;
+pub mod serde;
 pub mod wire;

@@ -1,0 +1,118 @@
+//! Serdes: how keys and values become bytes where they leave a topology (sinks, repartition
+//! topics, stores and their changelogs) and come back. Kafka Streams' `Serde<T>`, with the
+//! same byte layouts as Kafka's built-in serdes, so that eddy and Java applications read each
+//! other's topics:
+//!
+//! - [`StringSerde`]: UTF-8 (Kafka's `Serdes.String()`);
+//! - [`BytesSerde`]: the bytes as they are (`Serdes.ByteArray()`, `Serdes.Bytes()`);
+//! - [`I16Serde`], [`I32Serde`], [`I64Serde`], [`F32Serde`], [`F64Serde`]: big-endian fixed
+//!   width (`Serdes.Short()`, `Integer()`, `Long()`, `Float()`, `Double()`);
+//! - [`JsonSerde`] and [`BincodeSerde`]: any type with `serde`'s derives.
+//!
+//! A null key or value (a tombstone) is not a value: it never reaches a serde. Records carry
+//! `Option`s and serdes see only what is there.
+
+mod fixed;
+mod structured;
+
+use bytes::Bytes;
+
+pub use fixed::{F32Serde, F64Serde, I16Serde, I32Serde, I64Serde};
+pub use structured::{BincodeSerde, JsonSerde};
+
+/// Why bytes could not become a value, or a value bytes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{serde} on topic {topic}: {reason}")]
+pub struct SerdeError {
+    /// Which serde failed.
+    pub serde: &'static str,
+    /// The topic (or store changelog) of the record.
+    pub topic: String,
+    /// What went wrong.
+    pub reason: String,
+}
+
+impl SerdeError {
+    /// An error of `serde` on `topic`.
+    pub fn new(serde: &'static str, topic: &str, reason: impl Into<String>) -> Self {
+        Self {
+            serde,
+            topic: topic.to_string(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Turns values of one type into bytes and back. Implementations are cheap to share: the
+/// engine holds each in an `Arc` and calls it from any task.
+pub trait Serde: Send + Sync + 'static {
+    /// The type of the values.
+    type Value;
+
+    /// The name errors give (`"string"`, `"json"`, …).
+    fn name(&self) -> &'static str;
+
+    /// Appends the bytes of `value`, a key or value of a record of `topic`, to `out`.
+    fn serialize_into(
+        &self,
+        topic: &str,
+        value: &Self::Value,
+        out: &mut Vec<u8>,
+    ) -> Result<(), SerdeError>;
+
+    /// The value `bytes` hold, a key or value of a record of `topic`.
+    fn deserialize(&self, topic: &str, bytes: &[u8]) -> Result<Self::Value, SerdeError>;
+
+    /// The bytes of `value`.
+    fn serialize(&self, topic: &str, value: &Self::Value) -> Result<Bytes, SerdeError> {
+        let mut out = Vec::new();
+        self.serialize_into(topic, value, &mut out)?;
+        Ok(Bytes::from(out))
+    }
+}
+
+/// UTF-8 text, as Kafka's `StringSerializer` writes it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StringSerde;
+
+impl Serde for StringSerde {
+    type Value = String;
+
+    fn name(&self) -> &'static str {
+        "string"
+    }
+
+    fn serialize_into(&self, _: &str, value: &String, out: &mut Vec<u8>) -> Result<(), SerdeError> {
+        out.extend_from_slice(value.as_bytes());
+        Ok(())
+    }
+
+    fn deserialize(&self, topic: &str, bytes: &[u8]) -> Result<String, SerdeError> {
+        String::from_utf8(bytes.to_vec())
+            .map_err(|e| SerdeError::new(self.name(), topic, format!("not UTF-8: {e}")))
+    }
+}
+
+/// The bytes as they are.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BytesSerde;
+
+impl Serde for BytesSerde {
+    type Value = Bytes;
+
+    fn name(&self) -> &'static str {
+        "bytes"
+    }
+
+    fn serialize_into(&self, _: &str, value: &Bytes, out: &mut Vec<u8>) -> Result<(), SerdeError> {
+        out.extend_from_slice(value);
+        Ok(())
+    }
+
+    fn deserialize(&self, _: &str, bytes: &[u8]) -> Result<Bytes, SerdeError> {
+        Ok(Bytes::copy_from_slice(bytes))
+    }
+}
+
+#[cfg(test)]
+mod tests;
