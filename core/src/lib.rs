@@ -7,7 +7,9 @@
 //! - [`log`]: topics, partitions, offsets, records, and the partitioners of the Java client.
 //! - [`wire`]: the Apache Kafka wire format: RecordBatch v2, compression, varints.
 //! - [`serde`]: how keys and values become bytes and back, with Kafka's serdes' layouts.
+//! - [`streams`]: the streams engine (so far its windows).
 
 pub mod log;
 pub mod serde;
+pub mod streams;
 pub mod wire;

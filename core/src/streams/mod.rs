@@ -1,0 +1,4 @@
+//! The streams engine, as Kafka Streams defines it: so far the window definitions that
+//! windowed aggregations and joins are built on ([`windows`]).
+
+pub mod windows;
