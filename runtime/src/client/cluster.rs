@@ -151,11 +151,22 @@ impl Cluster {
                     .map_err(|_| ClientError::TimedOut(format!("ApiVersions from {addr}")))?
             }
         };
-        let mut response = ask(3).await?;
-        // A broker that does not know v3 answers UNSUPPORTED_VERSION in v0's layout.
-        if response.error_code == 35 {
-            response = ask(0).await?;
-        }
+        let handshake = async {
+            let response = ask(3).await?;
+            // A broker that does not know v3 answers UNSUPPORTED_VERSION in v0's layout.
+            if response.error_code == 35 {
+                return ask(0).await;
+            }
+            Ok(response)
+        };
+        let response = match handshake.await {
+            Ok(response) => response,
+            Err(e) => {
+                // Not kept, so not left open either.
+                conn.close();
+                return Err(e);
+            }
+        };
         if response.error_code != 0 {
             conn.close();
             return Err(ClientError::Refused {
