@@ -9,18 +9,15 @@ use eddy_core::log::TopicPartition;
 
 use super::{ProduceLoad, Throughput};
 use crate::client::{
-    Admin, ClientError, Consumer, ConsumerConfig, NewTopic, OffsetReset, Producer, ProducerConfig,
-    ProducerRecord, Topic,
+    ClientError, Consumer, ConsumerConfig, OffsetReset, Producer, ProducerConfig, ProducerRecord,
+    Topic,
 };
 
 /// Sends `load.records` values of `load.record_size` bytes without keys, acks=all with
 /// idempotence, and waits until every one is acknowledged. Batches are up to
 /// `load.batch_records` records (`batch.size`), as librdkafka's defaults allow.
 pub async fn produce(bootstrap: &str, load: &ProduceLoad) -> Result<Throughput, ClientError> {
-    let admin = Admin::connect(bootstrap).await?;
-    admin
-        .ensure_topic(&NewTopic::new(&load.topic, load.partitions))
-        .await?;
+    super::ensure_topic(bootstrap, load).await?;
     let batch_bytes = (load.batch_records * (load.record_size + 8)).max(16 * 1024);
     let config = ProducerConfig::new(bootstrap)
         .client_id("eddy-bench-producer")

@@ -21,18 +21,14 @@ use bytes::Bytes;
 use eddy_core::wire::batch::{BatchBuilder, Batches};
 use eddy_core::wire::compression::Compression;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
-use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    CreateTopicsRequest, FetchRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest,
-    ProduceResponse, TopicName, TransactionalId,
+    FetchRequest, ProduceRequest, ProduceResponse, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::client::{ClientError, Connection};
+use crate::client::{Admin, ClientError, Connection, NewTopic};
 
 /// What a produce run sends.
 #[derive(Debug, Clone)]
@@ -89,86 +85,18 @@ pub(crate) fn failure(conn: &Connection, reason: String) -> ClientError {
     }
 }
 
-/// Creates the topic if needed and waits until every partition has a leader.
-pub async fn ensure_topic(
-    conn: &Connection,
-    topic: &str,
-    partitions: i32,
-) -> Result<(), ClientError> {
-    let request = CreateTopicsRequest::default()
-        .with_timeout_ms(30_000)
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(topic_name(topic))
-            .with_num_partitions(partitions)
-            .with_replication_factor(1)]);
-    let created = conn.send(5, &request).await?;
-    let code = created.topics.first().map_or(0, |t| t.error_code);
-    if code != 0 && code != ResponseError::TopicAlreadyExists.code() {
-        return Err(failure(
-            conn,
-            format!("CreateTopics failed with error {code}"),
-        ));
-    }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let metadata = conn
-            .send(
-                9,
-                &MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default(
-                )
-                .with_name(Some(topic_name(topic)))])),
-            )
-            .await?;
-        let ready = metadata.topics.first().is_some_and(|t| {
-            t.error_code == 0
-                && t.partitions.len() == partitions as usize
-                && t.partitions
-                    .iter()
-                    .all(|p| p.error_code == 0 && p.leader_id.0 >= 0)
-        });
-        if ready && leaders_answer(conn, topic, partitions).await? {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(failure(
-                conn,
-                format!("topic {topic} has no leader for every partition"),
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Whether every partition's leader answers ListOffsets: Kafka's metadata names leaders a
-/// moment before they take requests.
-async fn leaders_answer(
-    conn: &Connection,
-    topic: &str,
-    partitions: i32,
-) -> Result<bool, ClientError> {
-    let request = ListOffsetsRequest::default().with_topics(vec![ListOffsetsTopic::default()
-        .with_name(topic_name(topic))
-        .with_partitions(
-            (0..partitions)
-                .map(|p| {
-                    ListOffsetsPartition::default()
-                        .with_partition_index(p)
-                        .with_timestamp(-1)
-                })
-                .collect(),
-        )]);
-    let response = conn.send(5, &request).await?;
-    Ok(response
-        .topics
-        .iter()
-        .flat_map(|t| t.partitions.iter())
-        .all(|p| p.error_code == 0))
+/// Creates the topic unless it exists, and waits until every partition's leader answers.
+pub(crate) async fn ensure_topic(bootstrap: &str, load: &ProduceLoad) -> Result<(), ClientError> {
+    Admin::connect(bootstrap)
+        .await?
+        .ensure_topic(&NewTopic::new(&load.topic, load.partitions))
+        .await
 }
 
 /// Sends `load.records` records and waits for every acknowledgement.
 pub async fn produce(bootstrap: &str, load: &ProduceLoad) -> Result<Throughput, ClientError> {
     let conn = Connection::connect(bootstrap, "eddy-bench-producer").await?;
-    ensure_topic(&conn, &load.topic, load.partitions).await?;
+    ensure_topic(bootstrap, load).await?;
     let per_request = load.batch_records as u64 * load.partitions as u64;
     let claimed = Arc::new(AtomicU64::new(0));
     let payload: Bytes = (0..load.record_size)

@@ -65,7 +65,7 @@ pub async fn produce_transactionally(
     transaction: Duration,
 ) -> Result<TransactionalThroughput, ClientError> {
     let conn = Connection::connect(bootstrap, "eddy-bench-transactional").await?;
-    ensure_topic(&conn, &load.topic, load.partitions).await?;
+    ensure_topic(bootstrap, load).await?;
     let id = TransactionalId(StrBytes::from_string(transactional_id.to_string()));
     // Kafka creates `__transaction_state` when a coordinator is first looked for.
     let find = FindCoordinatorRequest::default()
