@@ -7,9 +7,11 @@
 //! - [`log`]: topics, partitions, offsets, records, and the partitioners of the Java client.
 //! - [`wire`]: the Apache Kafka wire format: RecordBatch v2, compression, varints.
 //! - [`serde`]: how keys and values become bytes and back, with Kafka's serdes' layouts.
-//! - [`streams`]: the streams engine (so far its windows).
+//! - [`streams`]: the streams engine: DSL, topology, Processor API, stores, task engine.
+//! - [`testing`]: the `TestDriver`, which runs a topology with no broker.
 
 pub mod log;
 pub mod serde;
 pub mod streams;
+pub mod testing;
 pub mod wire;

@@ -6,7 +6,7 @@
 //! administration), the [`embedded`] broker, the operator commands behind the `eddy` tool
 //! ([`tools`]) and the load generators of `eddy bench`.
 
-pub use eddy_core::{log, serde, wire};
+pub use eddy_core::{log, serde, streams, testing, wire};
 
 pub mod bench;
 pub mod client;

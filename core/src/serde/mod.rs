@@ -9,8 +9,10 @@
 //!   width (`Serdes.Short()`, `Integer()`, `Long()`, `Float()`, `Double()`);
 //! - [`JsonSerde`] and [`BincodeSerde`]: any type with `serde`'s derives.
 //!
-//! A null key or value (a tombstone) is not a value: it never reaches a serde. Records carry
-//! `Option`s and serdes see only what is there.
+//! A null key or value (a tombstone) is not a value of most types: a serde reads and writes
+//! only what is there, and a type that has a null says so through [`Serde::read_null`] and
+//! [`Serde::writes_null`]. [`Nullable`] gives any serde's type a null (`Option<T>`), which is
+//! how a stream whose records may lack a key or a value declares it.
 
 mod fixed;
 mod structured;
@@ -68,6 +70,117 @@ pub trait Serde: Send + Sync + 'static {
         let mut out = Vec::new();
         self.serialize_into(topic, value, &mut out)?;
         Ok(Bytes::from(out))
+    }
+
+    /// The value a null (an absent key or value) reads as, for a type that has one. By default
+    /// a type has none and a null is an error where a value of it is expected.
+    fn read_null(&self) -> Option<Self::Value> {
+        None
+    }
+
+    /// Whether `value` is written as a null rather than as bytes. By default never.
+    fn writes_null(&self, _value: &Self::Value) -> bool {
+        false
+    }
+}
+
+impl<S: Serde + ?Sized> Serde for std::sync::Arc<S> {
+    type Value = S::Value;
+
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+
+    fn serialize_into(
+        &self,
+        topic: &str,
+        value: &Self::Value,
+        out: &mut Vec<u8>,
+    ) -> Result<(), SerdeError> {
+        (**self).serialize_into(topic, value, out)
+    }
+
+    fn deserialize(&self, topic: &str, bytes: &[u8]) -> Result<Self::Value, SerdeError> {
+        (**self).deserialize(topic, bytes)
+    }
+
+    fn read_null(&self) -> Option<Self::Value> {
+        (**self).read_null()
+    }
+
+    fn writes_null(&self, value: &Self::Value) -> bool {
+        (**self).writes_null(value)
+    }
+}
+
+/// Reads a key or value that may be null: `None` becomes the type's null, or an error when
+/// the type has none.
+pub fn deserialize_nullable<S: Serde + ?Sized>(
+    serde: &S,
+    topic: &str,
+    bytes: Option<&[u8]>,
+) -> Result<S::Value, SerdeError> {
+    match bytes {
+        Some(bytes) => serde.deserialize(topic, bytes),
+        None => serde.read_null().ok_or_else(|| {
+            SerdeError::new(
+                serde.name(),
+                topic,
+                "null where the type has none (declare the serde `Nullable` to accept nulls)",
+            )
+        }),
+    }
+}
+
+/// Writes a key or value that may be the type's null: `None` for a null, else its bytes
+/// appended to `out`.
+pub fn serialize_nullable<S: Serde + ?Sized>(
+    serde: &S,
+    topic: &str,
+    value: &S::Value,
+    out: &mut Vec<u8>,
+) -> Result<bool, SerdeError> {
+    if serde.writes_null(value) {
+        return Ok(false);
+    }
+    serde.serialize_into(topic, value, out)?;
+    Ok(true)
+}
+
+/// Gives `S`'s type a null: the values are `Option<T>`, `None` reads from and writes as a null
+/// key or value (a tombstone), `Some` goes through `S`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Nullable<S>(pub S);
+
+impl<S: Serde> Serde for Nullable<S> {
+    type Value = Option<S::Value>;
+
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+
+    fn serialize_into(
+        &self,
+        topic: &str,
+        value: &Option<S::Value>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), SerdeError> {
+        match value {
+            Some(v) => self.0.serialize_into(topic, v, out),
+            None => Ok(()),
+        }
+    }
+
+    fn deserialize(&self, topic: &str, bytes: &[u8]) -> Result<Option<S::Value>, SerdeError> {
+        self.0.deserialize(topic, bytes).map(Some)
+    }
+
+    fn read_null(&self) -> Option<Option<S::Value>> {
+        Some(None)
+    }
+
+    fn writes_null(&self, value: &Option<S::Value>) -> bool {
+        value.is_none()
     }
 }
 

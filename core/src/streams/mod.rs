@@ -1,6 +1,36 @@
-//! The streams engine, as Kafka Streams defines it: so far the window definitions that
-//! windowed aggregations and joins are built on ([`windows`]) and the state stores with their
-//! changelogs ([`store`]).
+//! The streams engine, as Kafka Streams defines it, with nothing that does I/O:
+//!
+//! - the DSL ([`StreamsBuilder`], [`KStream`], [`KTable`], grouped streams) and the
+//!   [`Topology`] it builds, printed by [`Topology::describe`] in Kafka's exact text;
+//! - the Processor API ([`Processor`], [`ProcessorContext`]) for processors of one's own;
+//! - the stores ([`store`]) and windows ([`windows`]) stateful operations are built on;
+//! - the task engine ([`StreamTask`]): one sub-topology for one partition, a deterministic
+//!   machine that takes input records and yields output records and changelog records.
+//!
+//! Inside a sub-topology records pass between processors as typed values; they become bytes
+//! only at sinks, repartition topics and stores.
 
+mod dsl;
+mod error;
+mod processor;
+mod record;
 pub mod store;
+mod task;
+mod topology;
 pub mod windows;
+
+pub use dsl::{
+    BranchedKStream, Consumed, Grouped, KGroupedStream, KStream, KTable, Materialized, Named,
+    Produced, StreamsBuilder,
+};
+pub use error::{StreamsError, TopologyError};
+pub use processor::{
+    Data, KeyValueStoreHandle, Processor, ProcessorContext, Punctuation, PunctuationType,
+    ScheduleId,
+};
+pub use record::{Change, Record, RecordMetadata};
+pub use task::{
+    PartitionCounts, SinkRecord, StreamPartitioner, StreamTask, TaskConfig, TaskId,
+    TimestampExtractor, TopicNameExtractor,
+};
+pub use topology::{InternalTopic, InternalTopicKind, Subtopology, Topology, TopologyDescription};

@@ -63,6 +63,7 @@ pub struct InMemoryKeyValueStore {
     name: String,
     entries: BTreeMap<Bytes, Bytes>,
     changelog: Vec<ChangelogRecord>,
+    logging: bool,
 }
 
 impl InMemoryKeyValueStore {
@@ -70,8 +71,16 @@ impl InMemoryKeyValueStore {
     pub fn new(name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
+            logging: true,
             ..Self::default()
         }
+    }
+
+    /// The same store recording its writes in the changelog (the default) or not: a store
+    /// whose logging is disabled keeps no changelog to take.
+    pub fn with_logging(mut self, logging: bool) -> Self {
+        self.logging = logging;
+        self
     }
 
     fn apply(&mut self, key: Bytes, value: Option<Bytes>) {
@@ -100,10 +109,12 @@ impl KeyValueBytesStore for InMemoryKeyValueStore {
     }
 
     fn put(&mut self, key: Bytes, value: Option<Bytes>) {
-        self.changelog.push(ChangelogRecord {
-            key: key.clone(),
-            value: value.clone(),
-        });
+        if self.logging {
+            self.changelog.push(ChangelogRecord {
+                key: key.clone(),
+                value: value.clone(),
+            });
+        }
         self.apply(key, value);
     }
 
@@ -141,14 +152,32 @@ impl KeyValueBytesStore for InMemoryKeyValueStore {
     }
 }
 
-/// A typed view of a store: keys and values go through the store's serdes.
-pub struct KeyValueStore<K, V> {
-    inner: Box<dyn KeyValueBytesStore>,
-    keys: Arc<dyn Serde<Value = K>>,
-    values: Arc<dyn Serde<Value = V>>,
+/// The serdes of a store's keys and values.
+pub struct KeyValueSerdes<K, V> {
+    /// How keys become bytes.
+    pub keys: Arc<dyn Serde<Value = K>>,
+    /// How values become bytes.
+    pub values: Arc<dyn Serde<Value = V>>,
 }
 
-impl<K, V> std::fmt::Debug for KeyValueStore<K, V> {
+impl<K, V> Clone for KeyValueSerdes<K, V> {
+    fn clone(&self) -> Self {
+        Self {
+            keys: self.keys.clone(),
+            values: self.values.clone(),
+        }
+    }
+}
+
+/// A typed view of a store of bytes: keys and values go through the store's serdes. Processors
+/// get one from their context for the length of a call.
+pub struct KeyValueStore<'a, K, V> {
+    inner: &'a mut dyn KeyValueBytesStore,
+    serdes: &'a KeyValueSerdes<K, V>,
+    scratch: &'a mut Vec<u8>,
+}
+
+impl<K, V> std::fmt::Debug for KeyValueStore<'_, K, V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KeyValueStore")
             .field("name", &self.inner.name())
@@ -157,17 +186,17 @@ impl<K, V> std::fmt::Debug for KeyValueStore<K, V> {
     }
 }
 
-impl<K: 'static, V: 'static> KeyValueStore<K, V> {
-    /// A typed view of `inner`.
+impl<'a, K: 'static, V: 'static> KeyValueStore<'a, K, V> {
+    /// A typed view of `inner`; `scratch` is a buffer keys are serialized into for lookups.
     pub fn new(
-        inner: Box<dyn KeyValueBytesStore>,
-        keys: Arc<dyn Serde<Value = K>>,
-        values: Arc<dyn Serde<Value = V>>,
+        inner: &'a mut dyn KeyValueBytesStore,
+        serdes: &'a KeyValueSerdes<K, V>,
+        scratch: &'a mut Vec<u8>,
     ) -> Self {
         Self {
             inner,
-            keys,
-            values,
+            serdes,
+            scratch,
         }
     }
 
@@ -176,8 +205,16 @@ impl<K: 'static, V: 'static> KeyValueStore<K, V> {
         &mut *self.inner
     }
 
-    fn key(&self, key: &K) -> Result<Bytes, SerdeError> {
-        self.keys.serialize(self.inner.name(), key)
+    /// The store's name.
+    pub fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn key_into_scratch(&mut self, key: &K) -> Result<(), SerdeError> {
+        self.scratch.clear();
+        self.serdes
+            .keys
+            .serialize_into(self.inner.name(), key, self.scratch)
     }
 
     fn decode(&self, entries: Vec<(Bytes, Bytes)>) -> Result<Vec<(K, V)>, SerdeError> {
@@ -186,46 +223,74 @@ impl<K: 'static, V: 'static> KeyValueStore<K, V> {
             .into_iter()
             .map(|(k, v)| {
                 Ok((
-                    self.keys.deserialize(name, &k)?,
-                    self.values.deserialize(name, &v)?,
+                    self.serdes.keys.deserialize(name, &k)?,
+                    self.serdes.values.deserialize(name, &v)?,
                 ))
             })
             .collect()
     }
 
     /// The value of `key`.
-    pub fn get(&self, key: &K) -> Result<Option<V>, SerdeError> {
-        let key = self.key(key)?;
-        self.inner
-            .get(&key)
-            .map(|v| self.values.deserialize(self.inner.name(), &v))
-            .transpose()
+    pub fn get(&mut self, key: &K) -> Result<Option<V>, SerdeError> {
+        self.key_into_scratch(key)?;
+        match self.inner.get(self.scratch) {
+            Some(v) => self
+                .serdes
+                .values
+                .deserialize(self.inner.name(), &v)
+                .map(Some),
+            None => Ok(None),
+        }
     }
 
-    /// Writes `value` for `key`.
-    pub fn put(&mut self, key: &K, value: &V) -> Result<(), SerdeError> {
-        let k = self.key(key)?;
-        let v = self.values.serialize(self.inner.name(), value)?;
-        self.inner.put(k, Some(v));
+    /// Writes `value` for `key`, or deletes `key` with `None`.
+    pub fn put(&mut self, key: &K, value: Option<&V>) -> Result<(), SerdeError> {
+        self.key_into_scratch(key)?;
+        let k = Bytes::copy_from_slice(self.scratch);
+        let v = match value {
+            Some(value) => {
+                self.scratch.clear();
+                self.serdes
+                    .values
+                    .serialize_into(self.inner.name(), value, self.scratch)?;
+                Some(Bytes::copy_from_slice(self.scratch))
+            }
+            None => None,
+        };
+        self.inner.put(k, v);
         Ok(())
     }
 
     /// Deletes `key`, returning its value.
     pub fn delete(&mut self, key: &K) -> Result<Option<V>, SerdeError> {
         let old = self.get(key)?;
-        let k = self.key(key)?;
-        self.inner.put(k, None);
+        if old.is_some() {
+            self.put(key, None)?;
+        }
         Ok(old)
     }
 
     /// The entries from `from` to `to`, both included, in the order of their serialized keys.
-    pub fn range(&self, from: &K, to: &K) -> Result<Vec<(K, V)>, SerdeError> {
-        self.decode(self.inner.range(&self.key(from)?, &self.key(to)?))
+    pub fn range(&mut self, from: &K, to: &K) -> Result<Vec<(K, V)>, SerdeError> {
+        let name = self.inner.name().to_string();
+        let from = self.serdes.keys.serialize(&name, from)?;
+        let to = self.serdes.keys.serialize(&name, to)?;
+        self.decode(self.inner.range(&from, &to))
     }
 
     /// Every entry, in the order of the serialized keys.
     pub fn all(&self) -> Result<Vec<(K, V)>, SerdeError> {
         self.decode(self.inner.all())
+    }
+
+    /// The number of entries.
+    pub fn len(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// Whether the store holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.inner.is_empty()
     }
 }
 

@@ -89,14 +89,16 @@ proptest! {
 
 #[test]
 fn the_typed_view_serializes_keys_and_values_and_logs_every_write() {
-    let mut counts = KeyValueStore::new(
-        Box::new(InMemoryKeyValueStore::new("counts")),
-        Arc::new(StringSerde),
-        Arc::new(I64Serde),
-    );
-    counts.put(&"b".to_string(), &2).unwrap();
-    counts.put(&"a".to_string(), &1).unwrap();
-    counts.put(&"c".to_string(), &3).unwrap();
+    let mut inner = InMemoryKeyValueStore::new("counts");
+    let serdes = KeyValueSerdes {
+        keys: Arc::new(StringSerde),
+        values: Arc::new(I64Serde),
+    };
+    let mut scratch = Vec::new();
+    let mut counts = KeyValueStore::new(&mut inner, &serdes, &mut scratch);
+    counts.put(&"b".to_string(), Some(&2)).unwrap();
+    counts.put(&"a".to_string(), Some(&1)).unwrap();
+    counts.put(&"c".to_string(), Some(&3)).unwrap();
     assert_eq!(counts.get(&"a".to_string()).unwrap(), Some(1));
     assert_eq!(counts.delete(&"c".to_string()).unwrap(), Some(3));
     assert_eq!(counts.get(&"c".to_string()).unwrap(), None);
@@ -114,4 +116,12 @@ fn the_typed_view_serializes_keys_and_values_and_logs_every_write() {
         }
     );
     assert_eq!(changelog[1].value.as_deref(), Some(&1i64.to_be_bytes()[..]));
+}
+
+#[test]
+fn a_store_without_logging_keeps_no_changelog() {
+    let mut store = InMemoryKeyValueStore::new("quiet").with_logging(false);
+    store.put(Bytes::from("k"), Some(Bytes::from("v")));
+    assert_eq!(store.get(b"k"), Some(Bytes::from("v")));
+    assert!(store.take_changelog().is_empty());
 }

@@ -7,14 +7,25 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.TreeMap;
 import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.Topology;
+import org.apache.kafka.streams.kstream.Branched;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.Grouped;
+import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.Materialized;
+import org.apache.kafka.streams.kstream.Named;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.Repartitioned;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.WindowedSerdes;
+import org.apache.kafka.streams.processor.PunctuationType;
+import org.apache.kafka.streams.processor.api.Processor;
+import org.apache.kafka.streams.processor.api.ProcessorContext;
+import org.apache.kafka.streams.processor.api.Record;
+import org.apache.kafka.streams.state.KeyValueStore;
+import org.apache.kafka.streams.state.Stores;
 
 /**
  * The named topologies that eddy's streams engine is compared against. Each has a folder
@@ -32,7 +43,9 @@ public final class Catalog {
     /** Every scenario, by name. */
     public static Map<String, Scenario> all() {
         Map<String, Scenario> all = new TreeMap<>();
-        for (Scenario s : List.of(wordCount(), windowedCount())) {
+        for (Scenario s : List.of(wordCount(), windowedCount(), statelessChain(), splitMerge(),
+                tableFilter(), reduceLatest(), aggregateLengths(), repartitionCount(), namedChain(),
+                firstSeen())) {
             all.put(s.name(), s);
         }
         return all;
@@ -96,5 +109,221 @@ public final class Catalog {
                 List.of(new Scenario.Topic<>("clicks-per-window",
                         JsonCodec.timeWindowedString(CLICK_WINDOW_MS), JsonCodec.LONG)),
                 i -> new Scenario.Event("clicks", "user-" + (i % 1000), "/page/" + (i % 17), i));
+    }
+
+    // Fresh option objects each time: Kafka's withName() changes the object it is called on.
+    private static Consumed<String, String> stringsIn() {
+        return Consumed.with(Serdes.String(), Serdes.String());
+    }
+
+    private static Produced<String, String> stringsOut() {
+        return Produced.with(Serdes.String(), Serdes.String());
+    }
+
+    private static Produced<String, Long> longsOut() {
+        return Produced.with(Serdes.String(), Serdes.Long());
+    }
+
+    private static Scenario.Topic<String, String> strings(String topic) {
+        return new Scenario.Topic<>(topic, JsonCodec.STRING, JsonCodec.STRING);
+    }
+
+    private static Scenario.Topic<String, Long> longs(String topic) {
+        return new Scenario.Topic<>(topic, JsonCodec.STRING, JsonCodec.LONG);
+    }
+
+    private static Scenario.Event order(long i) {
+        return new Scenario.Event("orders", "order-" + (i % 1000), "item-" + (i % 37), i);
+    }
+
+    /**
+     * Three stateless operations: drop test orders, upper-case the value, key by the value's
+     * first letter (no stateful operation follows, so no repartition).
+     */
+    static Scenario statelessChain() {
+        return new Scenario(
+                "stateless-chain",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    builder.stream("orders", stringsIn())
+                            .filterNot((k, v) -> v.startsWith("test"))
+                            .mapValues(v -> v.toUpperCase(Locale.ROOT))
+                            .selectKey((k, v) -> v.substring(0, 1))
+                            .peek((k, v) -> { })
+                            .to("orders-by-letter", stringsOut());
+                    return builder.build();
+                },
+                List.of(strings("orders")),
+                List.of(strings("orders-by-letter")),
+                Catalog::order);
+    }
+
+    /** Split into named branches and a default one; two branches are merged again. */
+    static Scenario splitMerge() {
+        return new Scenario(
+                "split-merge",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    Map<String, KStream<String, String>> branches = builder.stream("orders", stringsIn())
+                            .split(Named.as("route-"))
+                            .branch((k, v) -> v.startsWith("a"), Branched.as("a"))
+                            .branch((k, v) -> v.startsWith("b"))
+                            .defaultBranch();
+                    branches.get("route-a").merge(branches.get("route-2")).to("a-or-b", stringsOut());
+                    branches.get("route-0").mapValues(v -> "other:" + v).to("others", stringsOut());
+                    return builder.build();
+                },
+                List.of(strings("orders")),
+                List.of(strings("a-or-b"), strings("others")),
+                Catalog::order);
+    }
+
+    /**
+     * A table from a topic, filtered: an update that fails the filter deletes the key
+     * downstream (a tombstone), and a null value deletes it at the source.
+     */
+    static Scenario tableFilter() {
+        return new Scenario(
+                "table-filter",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    builder.table("prices", Consumed.with(Serdes.String(), Serdes.Long()),
+                                    Materialized.as("prices"))
+                            .filter((k, v) -> v >= 100)
+                            .toStream()
+                            .to("expensive", longsOut());
+                    return builder.build();
+                },
+                List.of(longs("prices")),
+                List.of(longs("expensive")),
+                i -> new Scenario.Event("prices", "item-" + (i % 1000), null, i));
+    }
+
+    /** The latest value per key by reduce, in a generated store; keys unchanged. */
+    static Scenario reduceLatest() {
+        return new Scenario(
+                "reduce-latest",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    builder.stream("orders", stringsIn())
+                            .groupByKey()
+                            .reduce((agg, v) -> agg + "," + v)
+                            .toStream()
+                            .to("order-history", stringsOut());
+                    return builder.build();
+                },
+                List.of(strings("orders")),
+                List.of(strings("order-history")),
+                Catalog::order);
+    }
+
+    /** The total length of each key's values, by aggregate with serdes and a generated store. */
+    static Scenario aggregateLengths() {
+        return new Scenario(
+                "aggregate-lengths",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    builder.stream("orders", stringsIn())
+                            .groupByKey()
+                            .aggregate(() -> 0L, (k, v, total) -> total + v.length(),
+                                    Materialized.with(Serdes.String(), Serdes.Long()))
+                            .toStream()
+                            .to("lengths", longsOut());
+                    return builder.build();
+                },
+                List.of(strings("orders")),
+                List.of(longs("lengths")),
+                Catalog::order);
+    }
+
+    /** Re-keyed by value, repartitioned explicitly by a generated name, then counted. */
+    static Scenario repartitionCount() {
+        return new Scenario(
+                "repartition-count",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    builder.stream("orders", stringsIn())
+                            .map((k, v) -> KeyValue.pair(v, k))
+                            .repartition(Repartitioned.with(Serdes.String(), Serdes.String()))
+                            .groupByKey()
+                            .count()
+                            .toStream()
+                            .to("orders-per-item", longsOut());
+                    return builder.build();
+                },
+                List.of(strings("orders")),
+                List.of(longs("orders-per-item")),
+                Catalog::order);
+    }
+
+    /** Every node named: names replace generated ones and keep later indexes unchanged. */
+    static Scenario namedChain() {
+        return new Scenario(
+                "named-chain",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    builder.stream("orders", stringsIn().withName("read-orders"))
+                            .filter((k, v) -> !v.isEmpty(), Named.as("drop-empty"))
+                            .groupBy((k, v) -> v, Grouped.<String, String>as("by-item")
+                                    .withKeySerde(Serdes.String()).withValueSerde(Serdes.String()))
+                            .count(Named.as("count-items"), Materialized.as("item-counts"))
+                            .toStream(Named.as("item-count-updates"))
+                            .to("item-counts", longsOut().withName("write-counts"));
+                    return builder.build();
+                },
+                List.of(strings("orders")),
+                List.of(longs("item-counts")),
+                Catalog::order);
+    }
+
+    /**
+     * The Processor API: a processor with a store forwards the first value of each key and,
+     * every second of stream time, how many keys it has seen.
+     */
+    static Scenario firstSeen() {
+        return new Scenario(
+                "first-seen",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    builder.addStateStore(Stores.keyValueStoreBuilder(
+                            Stores.inMemoryKeyValueStore("seen"), Serdes.String(), Serdes.String()));
+                    builder.stream("orders", stringsIn())
+                            .process(FirstSeen::new, "seen")
+                            .to("first-orders", stringsOut());
+                    return builder.build();
+                },
+                List.of(strings("orders")),
+                List.of(strings("first-orders")),
+                Catalog::order);
+    }
+
+    /** Forwards the first value of each key; every 1,000 ms of stream time, the count of keys. */
+    static final class FirstSeen implements Processor<String, String, String, String> {
+        private ProcessorContext<String, String> context;
+        private KeyValueStore<String, String> seen;
+
+        @Override
+        public void init(ProcessorContext<String, String> context) {
+            this.context = context;
+            this.seen = context.getStateStore("seen");
+            context.schedule(Duration.ofMillis(1000), PunctuationType.STREAM_TIME, ts -> {
+                long n = 0;
+                try (var all = seen.all()) {
+                    while (all.hasNext()) {
+                        all.next();
+                        n++;
+                    }
+                }
+                context.forward(new Record<>("keys-seen", Long.toString(n), ts));
+            });
+        }
+
+        @Override
+        public void process(Record<String, String> record) {
+            if (seen.get(record.key()) == null) {
+                seen.put(record.key(), record.value());
+                context.forward(record);
+            }
+        }
     }
 }

@@ -13,7 +13,8 @@ import org.junit.jupiter.params.provider.MethodSource;
 
 /**
  * Every scenario of the catalog, run through TopologyTestDriver, produces exactly the lines of
- * its {@code expected.jsonl}: same records, same order.
+ * its {@code expected.jsonl} (same records, same order), and its {@code describe()} is exactly
+ * its {@code describe.txt}. eddy's engine is held to the same files.
  */
 class CatalogTest {
     private static final Path CATALOG = Path.of(System.getProperty("catalog.dir", "catalog"));
@@ -33,6 +34,13 @@ class CatalogTest {
         assertEquals(String.join("\n", expected), String.join("\n", actual), name);
     }
 
+    @ParameterizedTest
+    @MethodSource("scenarios")
+    void describeMatchesDescribeTxt(String name) throws Exception {
+        String expected = Files.readString(CATALOG.resolve(name).resolve("describe.txt"));
+        assertEquals(expected, Catalog.get(name).topology().get().describe().toString(), name);
+    }
+
     @Test
     void everyScenarioHasAFolderAndEveryFolderAScenario() throws Exception {
         List<String> folders;
@@ -42,6 +50,7 @@ class CatalogTest {
         assertEquals(List.copyOf(Catalog.all().keySet()), folders);
         for (String name : folders) {
             assertTrue(Files.exists(CATALOG.resolve(name).resolve("expected.jsonl")), name);
+            assertTrue(Files.exists(CATALOG.resolve(name).resolve("describe.txt")), name);
         }
     }
 }

@@ -1,0 +1,149 @@
+//! The processors of stateful DSL operations on keys: stream aggregations (`count`, `reduce`,
+//! `aggregate`) and the source of a table. Their stores keep each value with its timestamp
+//! (Kafka's timestamped stores), and an update's timestamp is the larger of the record's and
+//! the stored one's, as in Kafka Streams.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::streams::processor::{Data, KeyValueStoreHandle, Processor, ProcessorContext};
+use crate::streams::record::{Change, Record};
+use crate::streams::store::ValueAndTimestamp;
+use crate::streams::StreamsError;
+
+/// `(key, value, aggregate) -> aggregate`.
+pub(crate) type Aggregator<K, V, VA> = Arc<dyn Fn(&K, V, VA) -> VA + Send + Sync>;
+
+/// How an aggregation folds a record into the aggregate of its key.
+pub(crate) enum Fold<K, V, VA> {
+    /// `aggregate`: the initial aggregate, and the step `(key, value, aggregate) -> aggregate`.
+    Aggregate {
+        init: Arc<dyn Fn() -> VA + Send + Sync>,
+        step: Aggregator<K, V, VA>,
+    },
+    /// `reduce`: the first value as the aggregate, then `(aggregate, value) -> aggregate`.
+    Reduce {
+        first: Arc<dyn Fn(V) -> VA + Send + Sync>,
+        step: Arc<dyn Fn(VA, V) -> VA + Send + Sync>,
+    },
+}
+
+impl<K, V, VA> Clone for Fold<K, V, VA> {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Aggregate { init, step } => Self::Aggregate {
+                init: init.clone(),
+                step: step.clone(),
+            },
+            Self::Reduce { first, step } => Self::Reduce {
+                first: first.clone(),
+                step: step.clone(),
+            },
+        }
+    }
+}
+
+/// `count`, `reduce` and `aggregate` of a grouped stream.
+pub(crate) struct StreamAggregate<K, V, VA> {
+    pub(crate) store: String,
+    pub(crate) fold: Fold<K, V, VA>,
+    pub(crate) send_old_values: Arc<AtomicBool>,
+    pub(crate) handle: Option<KeyValueStoreHandle<K, ValueAndTimestamp<VA>>>,
+}
+
+impl<K: Data, V: Data, VA: Data> Processor<K, V, K, Change<VA>> for StreamAggregate<K, V, VA> {
+    fn init(&mut self, ctx: &mut ProcessorContext<'_, K, Change<VA>>) -> Result<(), StreamsError> {
+        self.handle = Some(ctx.key_value_store_handle(&self.store)?);
+        Ok(())
+    }
+
+    fn process(
+        &mut self,
+        r: Record<K, V>,
+        ctx: &mut ProcessorContext<'_, K, Change<VA>>,
+    ) -> Result<(), StreamsError> {
+        let Some(handle) = &self.handle else {
+            return Ok(());
+        };
+        let send_old = self.send_old_values.load(Ordering::Relaxed);
+        let (new, old, timestamp) = {
+            let mut store = ctx.key_value_store(handle);
+            let stored = store.get(&r.key)?;
+            let (old, timestamp) = match stored {
+                Some(s) => (Some(s.value), r.timestamp.max(s.timestamp)),
+                None => (None, r.timestamp),
+            };
+            let kept = if send_old { old.clone() } else { None };
+            let new = match (&self.fold, old) {
+                (Fold::Aggregate { init, step }, old) => {
+                    step(&r.key, r.value, old.unwrap_or_else(|| init()))
+                }
+                (Fold::Reduce { first, .. }, None) => first(r.value),
+                (Fold::Reduce { step, .. }, Some(old)) => step(old, r.value),
+            };
+            store.put(
+                &r.key,
+                Some(&ValueAndTimestamp {
+                    value: new.clone(),
+                    timestamp,
+                }),
+            )?;
+            (new, kept, timestamp)
+        };
+        ctx.forward(Record {
+            key: r.key,
+            value: Change::new(Some(new), old),
+            timestamp,
+            headers: r.headers,
+        });
+        Ok(())
+    }
+}
+
+/// The source of a table: turns each record into an update, kept in the table's store when
+/// it has one.
+pub(crate) struct TableSourceProcessor<K, V> {
+    pub(crate) store: Option<String>,
+    pub(crate) send_old_values: Arc<AtomicBool>,
+    pub(crate) handle: Option<KeyValueStoreHandle<K, ValueAndTimestamp<V>>>,
+}
+
+impl<K: Data, V: Data> Processor<K, Option<V>, K, Change<V>> for TableSourceProcessor<K, V> {
+    fn init(&mut self, ctx: &mut ProcessorContext<'_, K, Change<V>>) -> Result<(), StreamsError> {
+        if let Some(store) = &self.store {
+            self.handle = Some(ctx.key_value_store_handle(store)?);
+        }
+        Ok(())
+    }
+
+    fn process(
+        &mut self,
+        r: Record<K, Option<V>>,
+        ctx: &mut ProcessorContext<'_, K, Change<V>>,
+    ) -> Result<(), StreamsError> {
+        let old = match &self.handle {
+            Some(handle) => {
+                let mut store = ctx.key_value_store(handle);
+                let old = store.get(&r.key)?.map(|s| s.value);
+                let new = r.value.clone().map(|value| ValueAndTimestamp {
+                    value,
+                    timestamp: r.timestamp,
+                });
+                store.put(&r.key, new.as_ref())?;
+                if self.send_old_values.load(Ordering::Relaxed) {
+                    old
+                } else {
+                    None
+                }
+            }
+            None => None,
+        };
+        ctx.forward(Record {
+            key: r.key,
+            value: Change::new(r.value, old),
+            timestamp: r.timestamp,
+            headers: r.headers,
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,18 @@
+//! The DSL: [`StreamsBuilder`] starts a topology, [`KStream`] and [`KTable`] carry its
+//! operations, [`KGroupedStream`] its aggregations; the option types say how records are read,
+//! written, grouped and stored. Each operation adds the nodes Kafka Streams adds, with the
+//! names it generates.
+
+mod aggregate;
+mod builder;
+mod grouped;
+mod kstream;
+mod ktable;
+mod ops;
+mod options;
+
+pub use builder::StreamsBuilder;
+pub use grouped::KGroupedStream;
+pub use kstream::{BranchedKStream, KStream};
+pub use ktable::KTable;
+pub use options::{Consumed, Grouped, Materialized, Named, Produced};

@@ -1,0 +1,259 @@
+//! The Processor API: what a user processor implements ([`Processor`]) and what it can do
+//! while it runs ([`ProcessorContext`]): forward records to its children, schedule
+//! punctuations in stream time or wall-clock time, use its stores, and read where the current
+//! record came from.
+//!
+//! ```
+//! use eddy_core::streams::{Processor, ProcessorContext, Record, StreamsError};
+//!
+//! /// Forwards each value with its length.
+//! struct Lengths;
+//!
+//! impl Processor<String, String, String, usize> for Lengths {
+//!     fn process(
+//!         &mut self,
+//!         record: Record<String, String>,
+//!         ctx: &mut ProcessorContext<'_, String, usize>,
+//!     ) -> Result<(), StreamsError> {
+//!         let len = record.value.len();
+//!         ctx.forward(record.with_value(len));
+//!         Ok(())
+//!     }
+//! }
+//! ```
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::log::Timestamp;
+use crate::streams::record::{Record, RecordMetadata};
+use crate::streams::store::{KeyValueSerdes, KeyValueStore};
+use crate::streams::task::graph::{Graph, Schedule};
+use crate::streams::StreamsError;
+
+/// What every type that flows through a topology is: cloned when a node has several
+/// children, and sent between threads with its task.
+pub trait Data: Clone + Send + 'static {}
+
+impl<T: Clone + Send + 'static> Data for T {}
+
+/// A node of a topology that takes records with keys `KIn` and values `VIn` and forwards
+/// records with keys `KOut` and values `VOut`. One instance runs per task, built by the
+/// supplier given to the topology.
+pub trait Processor<KIn, VIn, KOut, VOut>: Send + 'static {
+    /// Called once before the first record: the place to look up stores and schedule
+    /// punctuations.
+    fn init(&mut self, _ctx: &mut ProcessorContext<'_, KOut, VOut>) -> Result<(), StreamsError> {
+        Ok(())
+    }
+
+    /// Processes one record.
+    fn process(
+        &mut self,
+        record: Record<KIn, VIn>,
+        ctx: &mut ProcessorContext<'_, KOut, VOut>,
+    ) -> Result<(), StreamsError>;
+
+    /// A punctuation scheduled with [`ProcessorContext::schedule`] is due.
+    fn punctuate(
+        &mut self,
+        _punctuation: Punctuation,
+        _ctx: &mut ProcessorContext<'_, KOut, VOut>,
+    ) -> Result<(), StreamsError> {
+        Ok(())
+    }
+
+    /// Called once when the task closes.
+    fn close(&mut self, _ctx: &mut ProcessorContext<'_, KOut, VOut>) -> Result<(), StreamsError> {
+        Ok(())
+    }
+}
+
+/// Which clock a punctuation follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PunctuationType {
+    /// The task's stream time: the largest record timestamp it has processed. Punctuations
+    /// fire as records arrive, never while input is idle.
+    StreamTime,
+    /// The clock of the machine (in the `TestDriver`, the driver's clock).
+    WallClockTime,
+}
+
+/// The name of a punctuation schedule, to tell schedules apart and to cancel one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ScheduleId(pub u64);
+
+/// A punctuation that is due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Punctuation {
+    /// The schedule that fired.
+    pub schedule: ScheduleId,
+    /// Its clock.
+    pub kind: PunctuationType,
+    /// The time of the clock when it fired.
+    pub timestamp: Timestamp,
+}
+
+/// A processor's handle on one of its key-value stores, looked up once (in `init`) and used
+/// for each record without a search by name.
+pub struct KeyValueStoreHandle<K, V> {
+    index: usize,
+    serdes: KeyValueSerdes<K, V>,
+}
+
+impl<K, V> Clone for KeyValueStoreHandle<K, V> {
+    fn clone(&self) -> Self {
+        Self {
+            index: self.index,
+            serdes: self.serdes.clone(),
+        }
+    }
+}
+
+/// What a processor can do while it runs.
+pub struct ProcessorContext<'a, KOut, VOut> {
+    graph: &'a mut Graph,
+    node: usize,
+    _out: PhantomData<fn(KOut, VOut)>,
+}
+
+impl<'a, KOut, VOut> ProcessorContext<'a, KOut, VOut> {
+    pub(crate) fn new(graph: &'a mut Graph, node: usize) -> Self {
+        Self {
+            graph,
+            node,
+            _out: PhantomData,
+        }
+    }
+
+    /// This processor's name.
+    pub fn name(&self) -> &str {
+        &self.graph.nodes[self.node].name
+    }
+
+    /// The application id.
+    pub fn application_id(&self) -> &str {
+        &self.graph.state.application_id
+    }
+
+    /// The task, as Kafka names it (`"0_1"`: sub-topology 0, partition 1).
+    pub fn task_id(&self) -> &str {
+        &self.graph.state.task_id
+    }
+
+    /// The partition number of this task.
+    pub fn partition(&self) -> i32 {
+        self.graph.state.partition
+    }
+
+    /// Where the record being processed was read; `None` during a punctuation.
+    pub fn record_metadata(&self) -> Option<&RecordMetadata> {
+        self.graph.state.metadata.as_ref()
+    }
+
+    /// The timestamp of the record being processed, or of the punctuation.
+    pub fn timestamp(&self) -> Timestamp {
+        self.graph.state.timestamp
+    }
+
+    /// The task's stream time: the largest timestamp it has processed (-1 before any).
+    pub fn stream_time(&self) -> Timestamp {
+        self.graph.state.stream_time
+    }
+
+    /// The wall-clock time of the task, in milliseconds since the epoch.
+    pub fn wall_clock_time(&self) -> Timestamp {
+        self.graph.state.wall_clock
+    }
+
+    /// Schedules [`Processor::punctuate`] every `interval_ms` of `kind`'s clock. In stream
+    /// time the first punctuation comes with the first record; in wall-clock time one
+    /// interval from now. Missed punctuations are not made up: after a jump the next is one
+    /// interval after the jump.
+    pub fn schedule(&mut self, interval_ms: i64, kind: PunctuationType) -> ScheduleId {
+        let state = &mut self.graph.state;
+        let id = ScheduleId(state.next_schedule);
+        state.next_schedule += 1;
+        let next = match kind {
+            PunctuationType::StreamTime => 0,
+            PunctuationType::WallClockTime => state.wall_clock + interval_ms,
+        };
+        state.schedules.push(Schedule {
+            id,
+            node: self.node,
+            interval: interval_ms.max(1),
+            kind,
+            next,
+            cancelled: false,
+        });
+        id
+    }
+
+    /// Cancels a schedule.
+    pub fn cancel(&mut self, schedule: ScheduleId) {
+        for s in &mut self.graph.state.schedules {
+            if s.id == schedule {
+                s.cancelled = true;
+            }
+        }
+    }
+
+    /// A handle on the key-value store `name`, which must be connected to this processor and
+    /// hold keys `K` and values `V`.
+    pub fn key_value_store_handle<K: 'static, V: 'static>(
+        &self,
+        name: &str,
+    ) -> Result<KeyValueStoreHandle<K, V>, StreamsError> {
+        let unknown = || StreamsError::UnknownStore {
+            processor: self.name().to_string(),
+            store: name.to_string(),
+        };
+        let index = self.graph.store_of(self.node, name).ok_or_else(unknown)?;
+        let serdes = self.graph.state.stores[index]
+            .definition
+            .serdes()
+            .clone()
+            .downcast::<KeyValueSerdes<K, V>>()
+            .map_err(|_| unknown())?;
+        Ok(KeyValueStoreHandle {
+            index,
+            serdes: KeyValueSerdes::clone(&serdes),
+        })
+    }
+
+    /// The store behind `handle`, typed.
+    pub fn key_value_store<'s, K: 'static, V: 'static>(
+        &'s mut self,
+        handle: &'s KeyValueStoreHandle<K, V>,
+    ) -> KeyValueStore<'s, K, V> {
+        let state = &mut self.graph.state;
+        KeyValueStore::new(
+            &mut *state.stores[handle.index].store,
+            &handle.serdes,
+            &mut state.scratch,
+        )
+    }
+
+    /// Counts the current record as dropped on purpose by this processor (a record later
+    /// than its window's grace period); the count is in the task's dropped-records figures.
+    pub fn record_dropped(&mut self) {
+        let name: Arc<str> = self.graph.nodes[self.node].name.clone();
+        self.graph.state.count_dropped(&name);
+    }
+}
+
+impl<KOut: Data, VOut: Data> ProcessorContext<'_, KOut, VOut> {
+    /// Hands `record` to every child of this processor, in the order they were added.
+    pub fn forward(&mut self, record: Record<KOut, VOut>) {
+        self.graph.forward(self.node, record);
+    }
+
+    /// Hands `record` to the child called `child` only.
+    pub fn forward_to(
+        &mut self,
+        child: &str,
+        record: Record<KOut, VOut>,
+    ) -> Result<(), StreamsError> {
+        self.graph.forward_to(self.node, child, record)
+    }
+}

@@ -1,0 +1,113 @@
+//! How a topology declares a store: its name, kind, serdes and whether it is logged to a
+//! changelog topic. Each task builds its own instance through a [`StoreSupplier`] (in memory by
+//! default; the runtime supplies stores on disk).
+
+use std::any::Any;
+use std::sync::Arc;
+
+use super::{InMemoryKeyValueStore, KeyValueBytesStore, KeyValueSerdes};
+use crate::serde::Serde;
+
+/// Builds the bytes store of one task: in memory by default.
+pub trait StoreSupplier: Send + Sync {
+    /// A new, empty key-value store for `definition` in the task `task` (`"0_1"`).
+    fn key_value(&self, task: &str, definition: &StoreBuilder) -> Box<dyn KeyValueBytesStore>;
+}
+
+/// Stores in memory: what the `TestDriver` uses, and the default of a task.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct InMemoryStores;
+
+impl StoreSupplier for InMemoryStores {
+    fn key_value(&self, _task: &str, definition: &StoreBuilder) -> Box<dyn KeyValueBytesStore> {
+        Box::new(InMemoryKeyValueStore::new(definition.name()).with_logging(definition.logging()))
+    }
+}
+
+/// The kind of a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    /// Keys to values.
+    KeyValue,
+}
+
+/// A store's declaration: Kafka Streams' `StoreBuilder` (`Stores.keyValueStoreBuilder(…)`).
+#[derive(Clone)]
+pub struct StoreBuilder {
+    name: String,
+    kind: StoreKind,
+    serdes: Arc<dyn Any + Send + Sync>,
+    logging: bool,
+    timestamped: bool,
+}
+
+impl std::fmt::Debug for StoreBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreBuilder")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("logging", &self.logging)
+            .finish()
+    }
+}
+
+impl StoreBuilder {
+    /// A key-value store called `name` with these serdes, logged to its changelog topic.
+    pub fn key_value<K: 'static, V: 'static>(
+        name: impl Into<String>,
+        keys: impl Serde<Value = K>,
+        values: impl Serde<Value = V>,
+    ) -> Self {
+        Self::key_value_with(name, Arc::new(keys), Arc::new(values))
+    }
+
+    /// [`StoreBuilder::key_value`] with shared serdes.
+    pub fn key_value_with<K: 'static, V: 'static>(
+        name: impl Into<String>,
+        keys: Arc<dyn Serde<Value = K>>,
+        values: Arc<dyn Serde<Value = V>>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            kind: StoreKind::KeyValue,
+            serdes: Arc::new(KeyValueSerdes { keys, values }),
+            logging: true,
+            timestamped: false,
+        }
+    }
+
+    /// The same store without a changelog topic (its state is lost with its task's host).
+    pub fn with_logging_disabled(mut self) -> Self {
+        self.logging = false;
+        self
+    }
+
+    pub(crate) fn timestamped(mut self) -> Self {
+        self.timestamped = true;
+        self
+    }
+
+    /// The store's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The store's kind.
+    pub fn kind(&self) -> StoreKind {
+        self.kind
+    }
+
+    /// Whether writes go to a changelog topic.
+    pub fn logging(&self) -> bool {
+        self.logging
+    }
+
+    /// Whether values are stored with their timestamps (the stores of the DSL).
+    pub fn is_timestamped(&self) -> bool {
+        self.timestamped
+    }
+
+    pub(crate) fn serdes(&self) -> &Arc<dyn Any + Send + Sync> {
+        &self.serdes
+    }
+}

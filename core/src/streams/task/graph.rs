@@ -1,0 +1,227 @@
+//! The processors of one task wired as the topology says, and the state they share: stores,
+//! the record being processed, stream time, punctuation schedules and the records leaving
+//! through sinks. Records pass from node to node as typed values behind `&mut dyn Any` (no
+//! allocation, no serialization); the topology checked at build time that the types match.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+
+use super::SinkRecord;
+use crate::log::Timestamp;
+use crate::streams::processor::{Punctuation, PunctuationType, ScheduleId};
+use crate::streams::record::RecordMetadata;
+use crate::streams::store::{ChangelogRecord, KeyValueBytesStore, StoreBuilder};
+use crate::streams::StreamsError;
+
+/// A node of a task: a source, a processor or a sink, with its types erased.
+pub(crate) trait Node: Send {
+    /// Called once before the first record.
+    fn init(&mut self, _graph: &mut Graph, _me: usize) -> Result<(), StreamsError> {
+        Ok(())
+    }
+
+    /// Takes the record out of `input` (an `Option` of the node's input type) and processes it.
+    fn process(
+        &mut self,
+        input: &mut dyn Any,
+        graph: &mut Graph,
+        me: usize,
+    ) -> Result<(), StreamsError>;
+
+    /// A punctuation this node scheduled is due.
+    fn punctuate(
+        &mut self,
+        _punctuation: Punctuation,
+        _graph: &mut Graph,
+        _me: usize,
+    ) -> Result<(), StreamsError> {
+        Ok(())
+    }
+
+    /// Called once when the task closes.
+    fn close(&mut self, _graph: &mut Graph, _me: usize) -> Result<(), StreamsError> {
+        Ok(())
+    }
+}
+
+/// One node of the task with its wiring.
+pub(crate) struct NodeSlot {
+    pub(crate) name: Arc<str>,
+    /// `None` only while the node is processing (it is taken out to be called).
+    pub(crate) node: Option<Box<dyn Node>>,
+    pub(crate) children: Vec<usize>,
+    /// Indexes into [`TaskState::stores`] of the stores this node may use.
+    pub(crate) stores: Vec<usize>,
+}
+
+/// A store of the task.
+pub(crate) struct StoreSlot {
+    pub(crate) definition: StoreBuilder,
+    pub(crate) store: Box<dyn KeyValueBytesStore>,
+    /// The changelog topic's full name.
+    pub(crate) changelog_topic: Arc<str>,
+}
+
+/// A punctuation schedule.
+pub(crate) struct Schedule {
+    pub(crate) id: ScheduleId,
+    pub(crate) node: usize,
+    pub(crate) interval: i64,
+    pub(crate) kind: PunctuationType,
+    pub(crate) next: Timestamp,
+    pub(crate) cancelled: bool,
+}
+
+/// What the nodes of a task share.
+pub(crate) struct TaskState {
+    pub(crate) task_id: Arc<str>,
+    pub(crate) partition: i32,
+    pub(crate) application_id: Arc<str>,
+    pub(crate) stores: Vec<StoreSlot>,
+    /// Where the record being processed came from; `None` in a punctuation.
+    pub(crate) metadata: Option<RecordMetadata>,
+    /// The timestamp of the record being processed, or of the punctuation.
+    pub(crate) timestamp: Timestamp,
+    /// The largest timestamp the task has processed; -1 before the first.
+    pub(crate) stream_time: Timestamp,
+    pub(crate) wall_clock: Timestamp,
+    pub(crate) schedules: Vec<Schedule>,
+    pub(crate) next_schedule: u64,
+    pub(crate) output: Vec<SinkRecord>,
+    /// Where sinks serialize keys and values before they are cut into `Bytes`.
+    pub(crate) scratch: Vec<u8>,
+    pub(crate) arena: BytesMut,
+    /// The first error of the record being processed: the task stops there.
+    pub(crate) error: Option<StreamsError>,
+    /// Records dropped by design (late for their window), by node name.
+    pub(crate) dropped: Vec<(Arc<str>, u64)>,
+}
+
+impl TaskState {
+    /// Copies `scratch` into the arena and returns it as `Bytes`: one allocation per arena
+    /// chunk, not per record.
+    pub(crate) fn freeze_scratch(&mut self) -> Bytes {
+        if self.arena.capacity() < self.scratch.len() {
+            self.arena.reserve(self.scratch.len().max(64 * 1024));
+        }
+        self.arena.extend_from_slice(&self.scratch);
+        self.arena.split().freeze()
+    }
+
+    /// Counts a record `node` dropped on purpose.
+    pub(crate) fn count_dropped(&mut self, node: &Arc<str>) {
+        match self.dropped.iter_mut().find(|(n, _)| n == node) {
+            Some((_, count)) => *count += 1,
+            None => self.dropped.push((node.clone(), 1)),
+        }
+    }
+
+    /// The changelog records of every logged store, with their topics.
+    pub(crate) fn take_changelog(&mut self, out: &mut Vec<(Arc<str>, ChangelogRecord)>) {
+        for slot in &mut self.stores {
+            let topic = slot.changelog_topic.clone();
+            out.extend(
+                slot.store
+                    .take_changelog()
+                    .into_iter()
+                    .map(|r| (topic.clone(), r)),
+            );
+        }
+    }
+}
+
+/// A task's nodes and state.
+pub(crate) struct Graph {
+    pub(crate) nodes: Vec<NodeSlot>,
+    pub(crate) state: TaskState,
+}
+
+impl Graph {
+    /// Records the first error; later ones are consequences.
+    pub(crate) fn fail(&mut self, error: StreamsError) {
+        if self.state.error.is_none() {
+            self.state.error = Some(error);
+        }
+    }
+
+    /// Hands `value` (the input type of node `to`) to node `to`.
+    pub(crate) fn deliver<T: 'static>(&mut self, to: usize, value: T) {
+        if self.state.error.is_some() {
+            return;
+        }
+        let Some(mut node) = self.nodes[to].node.take() else {
+            let name = self.nodes[to].name.to_string();
+            self.fail(StreamsError::Processor {
+                processor: name,
+                reason: "a record came back to a node that is still processing".into(),
+            });
+            return;
+        };
+        let mut slot = Some(value);
+        if let Err(e) = node.process(&mut slot, self, to) {
+            self.fail(e);
+        }
+        self.nodes[to].node = Some(node);
+    }
+
+    /// Hands `value` to every child of `from`, in the order the children were added; the
+    /// last child gets it without a copy.
+    pub(crate) fn forward<T: Clone + 'static>(&mut self, from: usize, value: T) {
+        let n = self.nodes[from].children.len();
+        if n == 0 {
+            return;
+        }
+        for i in 0..n - 1 {
+            let child = self.nodes[from].children[i];
+            self.deliver(child, value.clone());
+        }
+        let last = self.nodes[from].children[n - 1];
+        self.deliver(last, value);
+    }
+
+    /// Hands `value` to the child of `from` called `child`.
+    pub(crate) fn forward_to<T: 'static>(
+        &mut self,
+        from: usize,
+        child: &str,
+        value: T,
+    ) -> Result<(), StreamsError> {
+        let found = self.nodes[from]
+            .children
+            .iter()
+            .copied()
+            .find(|&c| &*self.nodes[c].name == child);
+        match found {
+            Some(c) => {
+                self.deliver(c, value);
+                Ok(())
+            }
+            None => Err(StreamsError::UnknownChild {
+                processor: self.nodes[from].name.to_string(),
+                child: child.to_string(),
+            }),
+        }
+    }
+
+    /// Calls `punctuation` on node `node`.
+    pub(crate) fn punctuate(&mut self, node: usize, punctuation: Punctuation) {
+        let Some(mut n) = self.nodes[node].node.take() else {
+            return;
+        };
+        if let Err(e) = n.punctuate(punctuation, self, node) {
+            self.fail(e);
+        }
+        self.nodes[node].node = Some(n);
+    }
+
+    /// The index of the store called `name` among those node `node` may use.
+    pub(crate) fn store_of(&self, node: usize, name: &str) -> Option<usize> {
+        self.nodes[node]
+            .stores
+            .iter()
+            .copied()
+            .find(|&s| self.state.stores[s].definition.name() == name)
+    }
+}

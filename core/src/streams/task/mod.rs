@@ -1,0 +1,415 @@
+//! The task engine: one sub-topology for one partition number, as a synchronous and
+//! deterministic machine. The caller hands it input records ([`StreamTask::add_record`]) and
+//! turns the crank ([`StreamTask::process`]); it takes the next record from the input with the
+//! smallest head timestamp, advances stream time, runs the record through the processors, and
+//! keeps what leaves: records for sinks and repartition topics ([`StreamTask::take_output`])
+//! and store writes for changelog topics ([`StreamTask::take_changelog`]). Punctuations run
+//! on stream time as records are processed and on wall-clock time when the caller moves the
+//! clock. The `TestDriver` and the runtime drive the same engine.
+
+pub(crate) mod graph;
+pub(crate) mod nodes;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::log::{Header, Offset, Timestamp};
+use crate::streams::processor::{Punctuation, PunctuationType};
+use crate::streams::record::RecordMetadata;
+use crate::streams::store::{
+    ChangelogRecord, InMemoryStores, KeyValueBytesStore, StoreBuilder, StoreSupplier,
+};
+use crate::streams::topology::{BuildContext, NodeKind, Topology};
+use crate::streams::{StreamsError, TopologyError};
+use graph::{Graph, NodeSlot, StoreSlot, TaskState};
+
+pub use nodes::{StreamPartitioner, TopicNameExtractor};
+
+/// The number of partitions of a topic (by full name), when known.
+pub type PartitionCounts = Arc<dyn Fn(&str) -> Option<i32> + Send + Sync>;
+
+/// Gives a record its event time (Kafka's `TimestampExtractor`). The default takes the
+/// record's own timestamp.
+pub trait TimestampExtractor: Send + Sync {
+    /// The event time of `record`; `partition_time` is the largest timestamp seen so far on
+    /// its partition (-1 before the first). A negative result fails the task, as Kafka's
+    /// default `FailOnInvalidTimestamp` does.
+    fn extract(&self, record: &crate::log::Record, partition_time: Timestamp) -> Timestamp;
+}
+
+impl<F> TimestampExtractor for F
+where
+    F: Fn(&crate::log::Record, Timestamp) -> Timestamp + Send + Sync,
+{
+    fn extract(&self, record: &crate::log::Record, partition_time: Timestamp) -> Timestamp {
+        self(record, partition_time)
+    }
+}
+
+/// A record leaving a task for a topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SinkRecord {
+    /// The topic's full name.
+    pub topic: Arc<str>,
+    /// The partition a custom partitioner chose; `None` for the default (murmur2 of the key).
+    pub partition: Option<i32>,
+    /// The serialized key.
+    pub key: Option<Bytes>,
+    /// The serialized value.
+    pub value: Option<Bytes>,
+    /// The record's timestamp.
+    pub timestamp: Timestamp,
+    /// Its headers.
+    pub headers: Vec<Header>,
+}
+
+/// How a task is set up.
+#[derive(Clone)]
+pub struct TaskConfig {
+    /// The application id: the prefix of internal topics.
+    pub application_id: String,
+    /// Builds the task's stores.
+    pub stores: Arc<dyn StoreSupplier>,
+    /// Partition counts, for sinks with a custom partitioner.
+    pub partitions: Option<PartitionCounts>,
+    /// The wall-clock time at start.
+    pub wall_clock: Timestamp,
+}
+
+impl TaskConfig {
+    /// A configuration with in-memory stores and the wall clock at 0.
+    pub fn new(application_id: impl Into<String>) -> Self {
+        Self {
+            application_id: application_id.into(),
+            stores: Arc::new(InMemoryStores),
+            partitions: None,
+            wall_clock: 0,
+        }
+    }
+}
+
+/// A task's name, as Kafka prints it: `<sub-topology>_<partition>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TaskId {
+    /// The sub-topology.
+    pub subtopology: u32,
+    /// The partition number.
+    pub partition: i32,
+}
+
+impl std::fmt::Display for TaskId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}_{}", self.subtopology, self.partition)
+    }
+}
+
+struct InputQueue {
+    topic: Arc<str>,
+    node: usize,
+    extractor: Option<Arc<dyn TimestampExtractor>>,
+    records: VecDeque<(Offset, Timestamp, crate::log::Record)>,
+    partition_time: Timestamp,
+}
+
+/// One sub-topology running for one partition number.
+pub struct StreamTask {
+    id: TaskId,
+    graph: Graph,
+    inputs: Vec<InputQueue>,
+}
+
+impl StreamTask {
+    /// The task `id` of `topology`.
+    pub fn new(
+        topology: &Topology,
+        id: TaskId,
+        config: &TaskConfig,
+    ) -> Result<Self, TopologyError> {
+        let groups = topology.groups();
+        let Some(members) = groups.get(id.subtopology as usize) else {
+            return Err(TopologyError::Invalid(format!(
+                "the topology has no sub-topology {}",
+                id.subtopology
+            )));
+        };
+        let ctx = BuildContext {
+            application_id: &config.application_id,
+            topology,
+            partitions: config.partitions.clone(),
+        };
+        let task_name: Arc<str> = Arc::from(id.to_string());
+        let mut stores = Vec::new();
+        let mut nodes = Vec::with_capacity(members.len());
+        let mut inputs = Vec::new();
+        for (local, &global) in members.iter().enumerate() {
+            let def = &topology.nodes[global];
+            let children = members
+                .iter()
+                .enumerate()
+                .filter(|(_, &m)| topology.nodes[m].parents.contains(&global))
+                .map(|(i, _)| i)
+                .collect();
+            let mut node_stores = Vec::new();
+            for name in &def.stores {
+                let index = match stores
+                    .iter()
+                    .position(|s: &StoreSlot| s.definition.name() == name)
+                {
+                    Some(i) => i,
+                    None => {
+                        let definition = topology
+                            .stores
+                            .iter()
+                            .find(|s| s.name() == name)
+                            .cloned()
+                            .ok_or_else(|| TopologyError::Invalid(format!("no store {name}")))?;
+                        stores.push(StoreSlot {
+                            store: config.stores.key_value(&task_name, &definition),
+                            changelog_topic: Arc::from(format!(
+                                "{}-{}-changelog",
+                                config.application_id, name
+                            )),
+                            definition,
+                        });
+                        stores.len() - 1
+                    }
+                };
+                node_stores.push(index);
+            }
+            if let NodeKind::Source { topics, extractor } = &def.kind {
+                for t in topics {
+                    inputs.push(InputQueue {
+                        topic: ctx.topic(t),
+                        node: local,
+                        extractor: extractor.clone(),
+                        records: VecDeque::new(),
+                        partition_time: -1,
+                    });
+                }
+            }
+            nodes.push(NodeSlot {
+                name: Arc::from(def.name.as_str()),
+                node: Some((def.factory)(&ctx)),
+                children,
+                stores: node_stores,
+            });
+        }
+        let graph = Graph {
+            nodes,
+            state: TaskState {
+                task_id: task_name,
+                partition: id.partition,
+                application_id: Arc::from(config.application_id.as_str()),
+                stores,
+                metadata: None,
+                timestamp: -1,
+                stream_time: -1,
+                wall_clock: config.wall_clock,
+                schedules: Vec::new(),
+                next_schedule: 0,
+                output: Vec::new(),
+                scratch: Vec::new(),
+                arena: BytesMut::new(),
+                error: None,
+                dropped: Vec::new(),
+            },
+        };
+        Ok(Self { id, graph, inputs })
+    }
+
+    /// Calls every processor's `init`, in the order the nodes were added.
+    pub fn init(&mut self) -> Result<(), StreamsError> {
+        for i in 0..self.graph.nodes.len() {
+            let Some(mut node) = self.graph.nodes[i].node.take() else {
+                continue;
+            };
+            let result = node.init(&mut self.graph, i);
+            self.graph.nodes[i].node = Some(node);
+            result?;
+        }
+        Ok(())
+    }
+
+    /// The task's id.
+    pub fn id(&self) -> TaskId {
+        self.id
+    }
+
+    /// The full names of the topics the task reads (one partition of each: its own).
+    pub fn input_topics(&self) -> Vec<Arc<str>> {
+        self.inputs.iter().map(|q| q.topic.clone()).collect()
+    }
+
+    /// Queues a record read at `offset` of this task's partition of `topic`.
+    pub fn add_record(
+        &mut self,
+        topic: &str,
+        offset: Offset,
+        record: crate::log::Record,
+    ) -> Result<(), StreamsError> {
+        let Some(queue) = self.inputs.iter_mut().find(|q| &*q.topic == topic) else {
+            return Err(StreamsError::Processor {
+                processor: format!("task {}", self.id),
+                reason: format!("reads no topic {topic}"),
+            });
+        };
+        let timestamp = match &queue.extractor {
+            Some(e) => e.extract(&record, queue.partition_time),
+            None => record.timestamp,
+        };
+        queue.partition_time = queue.partition_time.max(timestamp);
+        queue.records.push_back((offset, timestamp, record));
+        Ok(())
+    }
+
+    /// The smallest timestamp at the head of an input queue: the record `process` takes next.
+    pub fn next_timestamp(&self) -> Option<Timestamp> {
+        self.inputs
+            .iter()
+            .filter_map(|q| q.records.front().map(|r| r.1))
+            .min()
+    }
+
+    /// Records queued and not yet processed.
+    pub fn queued(&self) -> usize {
+        self.inputs.iter().map(|q| q.records.len()).sum()
+    }
+
+    /// Processes the queued record with the smallest timestamp (the first input wins a tie),
+    /// then any stream-time punctuation it makes due. `Ok(false)` when nothing was queued.
+    pub fn process(&mut self) -> Result<bool, StreamsError> {
+        let mut best: Option<(usize, Timestamp)> = None;
+        for (i, q) in self.inputs.iter().enumerate() {
+            if let Some(&(_, ts, _)) = q.records.front() {
+                if best.is_none_or(|(_, b)| ts < b) {
+                    best = Some((i, ts));
+                }
+            }
+        }
+        let Some((i, timestamp)) = best else {
+            return Ok(false);
+        };
+        let queue = &mut self.inputs[i];
+        let (offset, _, record) = queue.records.pop_front().expect("the queue has a head");
+        let node = queue.node;
+        let metadata = RecordMetadata {
+            topic: queue.topic.clone(),
+            partition: self.id.partition,
+            offset,
+        };
+        if timestamp < 0 {
+            return Err(StreamsError::InvalidTimestamp {
+                topic: metadata.topic.to_string(),
+                partition: metadata.partition,
+                offset,
+                timestamp,
+            });
+        }
+        let state = &mut self.graph.state;
+        state.stream_time = state.stream_time.max(timestamp);
+        state.timestamp = timestamp;
+        state.metadata = Some(metadata);
+        self.graph.deliver(node, record);
+        if let Some(e) = self.graph.state.error.take() {
+            return Err(e);
+        }
+        let now = self.graph.state.stream_time;
+        self.punctuate(PunctuationType::StreamTime, now)?;
+        Ok(true)
+    }
+
+    /// Moves the task's wall clock to `now` and runs the wall-clock punctuations due.
+    pub fn set_wall_clock(&mut self, now: Timestamp) -> Result<(), StreamsError> {
+        self.graph.state.wall_clock = now;
+        self.punctuate(PunctuationType::WallClockTime, now)
+    }
+
+    /// The task's stream time (-1 before its first record).
+    pub fn stream_time(&self) -> Timestamp {
+        self.graph.state.stream_time
+    }
+
+    /// The records sinks wrote since the last call, in the order they were written.
+    pub fn take_output(&mut self) -> Vec<SinkRecord> {
+        std::mem::take(&mut self.graph.state.output)
+    }
+
+    /// The store writes since the last call, with their changelog topics.
+    pub fn take_changelog(&mut self) -> Vec<(Arc<str>, ChangelogRecord)> {
+        let mut out = Vec::new();
+        self.graph.state.take_changelog(&mut out);
+        out
+    }
+
+    /// Records dropped on purpose (late for their window), by processor name.
+    pub fn dropped_records(&self) -> Vec<(String, u64)> {
+        self.graph
+            .state
+            .dropped
+            .iter()
+            .map(|(n, c)| (n.to_string(), *c))
+            .collect()
+    }
+
+    /// The store called `name`, with its definition.
+    pub fn store(&mut self, name: &str) -> Option<(&StoreBuilder, &mut dyn KeyValueBytesStore)> {
+        let slot = self
+            .graph
+            .state
+            .stores
+            .iter_mut()
+            .find(|s| s.definition.name() == name)?;
+        Some((&slot.definition, &mut *slot.store))
+    }
+
+    /// Calls every processor's `close`.
+    pub fn close(&mut self) -> Result<(), StreamsError> {
+        for i in 0..self.graph.nodes.len() {
+            let Some(mut node) = self.graph.nodes[i].node.take() else {
+                continue;
+            };
+            let result = node.close(&mut self.graph, i);
+            self.graph.nodes[i].node = Some(node);
+            result?;
+        }
+        Ok(())
+    }
+
+    fn punctuate(&mut self, kind: PunctuationType, now: Timestamp) -> Result<(), StreamsError> {
+        if now < 0 {
+            return Ok(());
+        }
+        loop {
+            let due = self
+                .graph
+                .state
+                .schedules
+                .iter()
+                .filter(|s| s.kind == kind && !s.cancelled && s.next <= now)
+                .min_by_key(|s| (s.next, s.id))
+                .map(|s| (s.id, s.node));
+            let Some((id, node)) = due else {
+                return Ok(());
+            };
+            self.graph.state.metadata = None;
+            self.graph.state.timestamp = now;
+            self.graph.punctuate(
+                node,
+                Punctuation {
+                    schedule: id,
+                    kind,
+                    timestamp: now,
+                },
+            );
+            if let Some(s) = self.graph.state.schedules.iter_mut().find(|s| s.id == id) {
+                let next = s.next + s.interval;
+                s.next = if now >= next { now + s.interval } else { next };
+            }
+            if let Some(e) = self.graph.state.error.take() {
+                return Err(e);
+            }
+        }
+    }
+}

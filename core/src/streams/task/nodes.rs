@@ -1,0 +1,194 @@
+//! The three kinds of node a task runs: sources (bytes from a topic become typed records),
+//! processors (a [`Processor`] behind the erased [`Node`] interface) and sinks (typed records
+//! become bytes for a topic).
+
+use std::any::Any;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use super::graph::{Graph, Node};
+use super::SinkRecord;
+use crate::log::Timestamp;
+use crate::serde::{deserialize_nullable, serialize_nullable, Serde};
+use crate::streams::processor::{Data, Processor, ProcessorContext, Punctuation};
+use crate::streams::record::Record;
+use crate::streams::StreamsError;
+
+/// Takes a node's input of type `T` out of `input`. The topology checks types when it is
+/// built, so another type is never expected; it is an error all the same, not a panic.
+fn take_input<T: 'static>(
+    input: &mut dyn Any,
+    graph: &Graph,
+    me: usize,
+) -> Result<T, StreamsError> {
+    input
+        .downcast_mut::<Option<T>>()
+        .and_then(Option::take)
+        .ok_or_else(|| StreamsError::Processor {
+            processor: graph.nodes[me].name.to_string(),
+            reason: "received a record of another type".into(),
+        })
+}
+
+/// A [`Processor`] as a node.
+pub(crate) struct ProcessorNode<P, KIn, VIn, KOut, VOut> {
+    processor: P,
+    _types: PhantomData<fn(KIn, VIn, KOut, VOut)>,
+}
+
+impl<P, KIn, VIn, KOut, VOut> ProcessorNode<P, KIn, VIn, KOut, VOut> {
+    pub(crate) fn new(processor: P) -> Self {
+        Self {
+            processor,
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<P, KIn, VIn, KOut, VOut> Node for ProcessorNode<P, KIn, VIn, KOut, VOut>
+where
+    P: Processor<KIn, VIn, KOut, VOut>,
+    KIn: 'static,
+    VIn: 'static,
+    KOut: 'static,
+    VOut: 'static,
+{
+    fn init(&mut self, graph: &mut Graph, me: usize) -> Result<(), StreamsError> {
+        self.processor.init(&mut ProcessorContext::new(graph, me))
+    }
+
+    fn process(
+        &mut self,
+        input: &mut dyn Any,
+        graph: &mut Graph,
+        me: usize,
+    ) -> Result<(), StreamsError> {
+        let record = take_input::<Record<KIn, VIn>>(input, graph, me)?;
+        self.processor
+            .process(record, &mut ProcessorContext::new(graph, me))
+    }
+
+    fn punctuate(
+        &mut self,
+        punctuation: Punctuation,
+        graph: &mut Graph,
+        me: usize,
+    ) -> Result<(), StreamsError> {
+        self.processor
+            .punctuate(punctuation, &mut ProcessorContext::new(graph, me))
+    }
+
+    fn close(&mut self, graph: &mut Graph, me: usize) -> Result<(), StreamsError> {
+        self.processor.close(&mut ProcessorContext::new(graph, me))
+    }
+}
+
+/// Reads records of a topic with the source's serdes.
+pub(crate) struct SourceNode<K, V> {
+    pub(crate) keys: Arc<dyn Serde<Value = K>>,
+    pub(crate) values: Arc<dyn Serde<Value = V>>,
+}
+
+impl<K: Data, V: Data> Node for SourceNode<K, V> {
+    fn process(
+        &mut self,
+        input: &mut dyn Any,
+        graph: &mut Graph,
+        me: usize,
+    ) -> Result<(), StreamsError> {
+        let raw = take_input::<crate::log::Record>(input, graph, me)?;
+        let topic = match &graph.state.metadata {
+            Some(m) => m.topic.clone(),
+            None => Arc::from(""),
+        };
+        let key = deserialize_nullable(&*self.keys, &topic, raw.key.as_deref())?;
+        let value = deserialize_nullable(&*self.values, &topic, raw.value.as_deref())?;
+        let record = Record {
+            key,
+            value,
+            timestamp: graph.state.timestamp,
+            headers: raw.headers,
+        };
+        graph.forward(me, record);
+        Ok(())
+    }
+}
+
+/// Chooses a record's partition: `(topic, key, value, partitions)` to a partition, or `None`
+/// for the default (murmur2 of the serialized key, as Kafka's producer).
+pub type StreamPartitioner<K, V> = Arc<dyn Fn(&str, &K, &V, i32) -> Option<i32> + Send + Sync>;
+
+/// Chooses a record's topic.
+pub type TopicNameExtractor<K, V> = Arc<dyn Fn(&K, &V, Timestamp) -> String + Send + Sync>;
+
+/// Where a sink writes.
+pub(crate) enum SinkTopic<K, V> {
+    /// Always this topic (full name).
+    Fixed(Arc<str>),
+    /// A topic chosen per record.
+    Chosen(TopicNameExtractor<K, V>),
+}
+
+impl<K, V> Clone for SinkTopic<K, V> {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Fixed(t) => Self::Fixed(t.clone()),
+            Self::Chosen(f) => Self::Chosen(f.clone()),
+        }
+    }
+}
+
+/// Writes records to a topic with the sink's serdes.
+pub(crate) struct SinkNode<K, V> {
+    pub(crate) topic: SinkTopic<K, V>,
+    pub(crate) keys: Arc<dyn Serde<Value = K>>,
+    pub(crate) values: Arc<dyn Serde<Value = V>>,
+    pub(crate) partitioner: Option<StreamPartitioner<K, V>>,
+    pub(crate) partitions: Option<super::PartitionCounts>,
+}
+
+impl<K: Data, V: Data> Node for SinkNode<K, V> {
+    fn process(
+        &mut self,
+        input: &mut dyn Any,
+        graph: &mut Graph,
+        me: usize,
+    ) -> Result<(), StreamsError> {
+        let record = take_input::<Record<K, V>>(input, graph, me)?;
+        let topic: Arc<str> = match &self.topic {
+            SinkTopic::Fixed(t) => t.clone(),
+            SinkTopic::Chosen(choose) => {
+                Arc::from(choose(&record.key, &record.value, record.timestamp))
+            }
+        };
+        let state = &mut graph.state;
+        state.scratch.clear();
+        let key = if serialize_nullable(&*self.keys, &topic, &record.key, &mut state.scratch)? {
+            Some(state.freeze_scratch())
+        } else {
+            None
+        };
+        state.scratch.clear();
+        let value = if serialize_nullable(&*self.values, &topic, &record.value, &mut state.scratch)?
+        {
+            Some(state.freeze_scratch())
+        } else {
+            None
+        };
+        let partition = match (&self.partitioner, &self.partitions) {
+            (Some(choose), Some(counts)) => {
+                counts(&topic).and_then(|n| choose(&topic, &record.key, &record.value, n))
+            }
+            _ => None,
+        };
+        state.output.push(SinkRecord {
+            topic,
+            partition,
+            key,
+            value,
+            timestamp: record.timestamp,
+            headers: record.headers,
+        });
+        Ok(())
+    }
+}
