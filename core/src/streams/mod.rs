@@ -17,20 +17,22 @@ mod record;
 pub mod store;
 mod task;
 mod topology;
+mod windowed;
 pub mod windows;
 
 pub use dsl::{
     BranchedKStream, Consumed, Grouped, KGroupedStream, KStream, KTable, Materialized, Named,
-    Produced, StreamsBuilder,
+    Produced, SessionWindowedKStream, StreamsBuilder, TimeWindowedKStream,
 };
 pub use error::{StreamsError, TopologyError};
 pub use processor::{
     Data, KeyValueStoreHandle, Processor, ProcessorContext, Punctuation, PunctuationType,
-    ScheduleId,
+    ScheduleId, SessionStoreHandle, WindowStoreHandle,
 };
 pub use record::{Change, Record, RecordMetadata};
 pub use task::{
-    PartitionCounts, SinkRecord, StreamPartitioner, StreamTask, TaskConfig, TaskId,
+    PartitionCounts, SinkRecord, StoreInstance, StreamPartitioner, StreamTask, TaskConfig, TaskId,
     TimestampExtractor, TopicNameExtractor,
 };
 pub use topology::{InternalTopic, InternalTopicKind, Subtopology, Topology, TopologyDescription};
+pub use windowed::{SessionWindowedSerde, TimeWindowedSerde, Windowed};

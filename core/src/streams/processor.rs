@@ -27,8 +27,8 @@ use std::sync::Arc;
 
 use crate::log::Timestamp;
 use crate::streams::record::{Record, RecordMetadata};
-use crate::streams::store::{KeyValueSerdes, KeyValueStore};
-use crate::streams::task::graph::{Graph, Schedule};
+use crate::streams::store::{KeyValueSerdes, KeyValueStore, SessionStore, WindowStore};
+use crate::streams::task::graph::{Graph, Schedule, StoreInstance};
 use crate::streams::StreamsError;
 
 /// What every type that flows through a topology is: cloned when a node has several
@@ -94,14 +94,13 @@ pub struct Punctuation {
     pub timestamp: Timestamp,
 }
 
-/// A processor's handle on one of its key-value stores, looked up once (in `init`) and used
-/// for each record without a search by name.
-pub struct KeyValueStoreHandle<K, V> {
+/// Where a store is in its task, with its serdes.
+struct StoreHandle<K, V> {
     index: usize,
     serdes: KeyValueSerdes<K, V>,
 }
 
-impl<K, V> Clone for KeyValueStoreHandle<K, V> {
+impl<K, V> Clone for StoreHandle<K, V> {
     fn clone(&self) -> Self {
         Self {
             index: self.index,
@@ -109,6 +108,16 @@ impl<K, V> Clone for KeyValueStoreHandle<K, V> {
         }
     }
 }
+
+/// A processor's handle on one of its key-value stores, looked up once (in `init`) and used
+/// for each record without a search by name.
+pub struct KeyValueStoreHandle<K, V>(StoreHandle<K, V>);
+
+/// A processor's handle on one of its window stores.
+pub struct WindowStoreHandle<K, V>(StoreHandle<K, V>);
+
+/// A processor's handle on one of its session stores.
+pub struct SessionStoreHandle<K, V>(StoreHandle<K, V>);
 
 /// What a processor can do while it runs.
 pub struct ProcessorContext<'a, KOut, VOut> {
@@ -198,27 +207,40 @@ impl<'a, KOut, VOut> ProcessorContext<'a, KOut, VOut> {
         }
     }
 
+    fn store_handle<K: 'static, V: 'static>(
+        &self,
+        name: &str,
+        kind: fn(&StoreInstance) -> bool,
+    ) -> Result<StoreHandle<K, V>, StreamsError> {
+        let unknown = || StreamsError::UnknownStore {
+            processor: self.name().to_string(),
+            store: name.to_string(),
+        };
+        let index = self.graph.store_of(self.node, name).ok_or_else(unknown)?;
+        let slot = &self.graph.state.stores[index];
+        if !kind(&slot.store) {
+            return Err(unknown());
+        }
+        let serdes = slot
+            .definition
+            .serdes()
+            .clone()
+            .downcast::<KeyValueSerdes<K, V>>()
+            .map_err(|_| unknown())?;
+        Ok(StoreHandle {
+            index,
+            serdes: KeyValueSerdes::clone(&serdes),
+        })
+    }
+
     /// A handle on the key-value store `name`, which must be connected to this processor and
     /// hold keys `K` and values `V`.
     pub fn key_value_store_handle<K: 'static, V: 'static>(
         &self,
         name: &str,
     ) -> Result<KeyValueStoreHandle<K, V>, StreamsError> {
-        let unknown = || StreamsError::UnknownStore {
-            processor: self.name().to_string(),
-            store: name.to_string(),
-        };
-        let index = self.graph.store_of(self.node, name).ok_or_else(unknown)?;
-        let serdes = self.graph.state.stores[index]
-            .definition
-            .serdes()
-            .clone()
-            .downcast::<KeyValueSerdes<K, V>>()
-            .map_err(|_| unknown())?;
-        Ok(KeyValueStoreHandle {
-            index,
-            serdes: KeyValueSerdes::clone(&serdes),
-        })
+        self.store_handle(name, |s| matches!(s, StoreInstance::KeyValue(_)))
+            .map(KeyValueStoreHandle)
     }
 
     /// The store behind `handle`, typed.
@@ -227,11 +249,52 @@ impl<'a, KOut, VOut> ProcessorContext<'a, KOut, VOut> {
         handle: &'s KeyValueStoreHandle<K, V>,
     ) -> KeyValueStore<'s, K, V> {
         let state = &mut self.graph.state;
-        KeyValueStore::new(
-            &mut *state.stores[handle.index].store,
-            &handle.serdes,
-            &mut state.scratch,
-        )
+        let StoreInstance::KeyValue(store) = &mut state.stores[handle.0.index].store else {
+            unreachable!("a key-value handle is made for a key-value store");
+        };
+        KeyValueStore::new(&mut **store, &handle.0.serdes, &mut state.scratch)
+    }
+
+    /// A handle on the window store `name`.
+    pub fn window_store_handle<K: 'static, V: 'static>(
+        &self,
+        name: &str,
+    ) -> Result<WindowStoreHandle<K, V>, StreamsError> {
+        self.store_handle(name, |s| matches!(s, StoreInstance::Window(_)))
+            .map(WindowStoreHandle)
+    }
+
+    /// The window store behind `handle`, typed.
+    pub fn window_store<'s, K: 'static, V: 'static>(
+        &'s mut self,
+        handle: &'s WindowStoreHandle<K, V>,
+    ) -> WindowStore<'s, K, V> {
+        let state = &mut self.graph.state;
+        let StoreInstance::Window(store) = &mut state.stores[handle.0.index].store else {
+            unreachable!("a window handle is made for a window store");
+        };
+        WindowStore::new(&mut **store, &handle.0.serdes, &mut state.scratch)
+    }
+
+    /// A handle on the session store `name`.
+    pub fn session_store_handle<K: 'static, V: 'static>(
+        &self,
+        name: &str,
+    ) -> Result<SessionStoreHandle<K, V>, StreamsError> {
+        self.store_handle(name, |s| matches!(s, StoreInstance::Session(_)))
+            .map(SessionStoreHandle)
+    }
+
+    /// The session store behind `handle`, typed.
+    pub fn session_store<'s, K: 'static, V: 'static>(
+        &'s mut self,
+        handle: &'s SessionStoreHandle<K, V>,
+    ) -> SessionStore<'s, K, V> {
+        let state = &mut self.graph.state;
+        let StoreInstance::Session(store) = &mut state.stores[handle.0.index].store else {
+            unreachable!("a session handle is made for a session store");
+        };
+        SessionStore::new(&mut **store, &handle.0.serdes, &mut state.scratch)
     }
 
     /// Counts the current record as dropped on purpose by this processor (a record later

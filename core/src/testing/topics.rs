@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::log::{Header, Record, Timestamp};
 use crate::serde::{deserialize_nullable, serialize_nullable, Serde};
 use crate::streams::store::{KeyValueSerdes, ValueAndTimestamp};
-use crate::streams::StreamsError;
+use crate::streams::{StoreInstance, StreamsError};
 
 use super::driver::DriverState;
 
@@ -249,7 +249,7 @@ impl<K: 'static, V: 'static> TestKeyValueStore<K, V> {
         let mut out = Vec::new();
         let mut found = false;
         for task in state.tasks.values_mut() {
-            let Some((definition, store)) = task.store(&self.name) else {
+            let Some((definition, StoreInstance::KeyValue(store))) = task.store(&self.name) else {
                 continue;
             };
             found = true;

@@ -43,6 +43,28 @@ impl<K, V, VA> Clone for Fold<K, V, VA> {
     }
 }
 
+impl<K, V, VA> Fold<K, V, VA> {
+    /// The aggregate of a new window before its first record: the initial value of an
+    /// `aggregate`, nothing for a `reduce`.
+    pub(crate) fn seed(&self) -> Option<VA> {
+        match self {
+            Self::Aggregate { init, .. } => Some(init()),
+            Self::Reduce { .. } => None,
+        }
+    }
+
+    /// Folds `value` into `aggregate` (the seed when there is none yet).
+    pub(crate) fn apply(&self, key: &K, value: V, aggregate: Option<VA>) -> VA {
+        match (self, aggregate) {
+            (Self::Aggregate { init, step }, aggregate) => {
+                step(key, value, aggregate.unwrap_or_else(|| init()))
+            }
+            (Self::Reduce { first, .. }, None) => first(value),
+            (Self::Reduce { step, .. }, Some(aggregate)) => step(aggregate, value),
+        }
+    }
+}
+
 /// `count`, `reduce` and `aggregate` of a grouped stream.
 pub(crate) struct StreamAggregate<K, V, VA> {
     pub(crate) store: String,
@@ -74,13 +96,7 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, K, Change<VA>> for StreamAggreg
                 None => (None, r.timestamp),
             };
             let kept = if send_old { old.clone() } else { None };
-            let new = match (&self.fold, old) {
-                (Fold::Aggregate { init, step }, old) => {
-                    step(&r.key, r.value, old.unwrap_or_else(|| init()))
-                }
-                (Fold::Reduce { first, .. }, None) => first(r.value),
-                (Fold::Reduce { step, .. }, Some(old)) => step(old, r.value),
-            };
+            let new = self.fold.apply(&r.key, r.value, old);
             store.put(
                 &r.key,
                 Some(&ValueAndTimestamp {

@@ -9,9 +9,13 @@ use super::aggregate::{Fold, StreamAggregate};
 use super::kstream::KStream;
 use super::ktable::KTable;
 use super::options::{Materialized, Named, SerdeOf};
+use super::windowed::{SessionWindowedKStream, TimeWindowedKStream, WindowSpec};
 use crate::serde::I64Serde;
 use crate::streams::processor::Data;
-use crate::streams::store::{StoreBuilder, TimestampedSerde};
+use crate::streams::processor::Processor;
+use crate::streams::record::Change;
+use crate::streams::store::{StoreBuilder, StoreKind, TimestampedSerde};
+use crate::streams::windows::{SessionWindows, SlidingWindows, TimeWindows};
 use crate::streams::TopologyError;
 
 /// A stream grouped by key.
@@ -38,6 +42,14 @@ impl<K: Data, V: Data> KGroupedStream<K, V> {
             name,
             repartition_required,
         }
+    }
+
+    pub(crate) fn builder(&self) -> super::builder::StreamsBuilder {
+        self.stream.builder.clone()
+    }
+
+    pub(crate) fn value_serde(&self) -> Option<SerdeOf<V>> {
+        self.values.clone()
     }
 
     /// Names the node of the aggregation that follows.
@@ -106,6 +118,45 @@ impl<K: Data, V: Data> KGroupedStream<K, V> {
         materialized: Materialized<K, VA>,
     ) -> KTable<K, VA> {
         let builder = self.stream.builder.clone();
+        let parts = self.aggregate_node(
+            prefix,
+            &materialized,
+            StoreKind::KeyValue,
+            true,
+            move |store, flag| StreamAggregate {
+                store,
+                fold: fold.clone(),
+                send_old_values: flag,
+                handle: None,
+            },
+        );
+        match parts {
+            Some(p) => {
+                let mut table =
+                    KTable::new(builder, p.name, Some(p.keys), Some(p.values), Some(p.store));
+                table.send_old_values = vec![p.send_old_values];
+                table
+            }
+            None => KTable::new(builder, String::new(), None, None, None),
+        }
+    }
+
+    /// Adds an aggregation's processor (after a repartition when the key changed upstream)
+    /// and its store, named as Kafka names them: the store first, then the processor, then
+    /// the repartition topic's nodes. `None` when a serde is missing (the builder keeps the
+    /// error).
+    pub(crate) fn aggregate_node<KOut: Data, VA: Data, P>(
+        &mut self,
+        prefix: &str,
+        materialized: &Materialized<K, VA>,
+        kind: StoreKind,
+        timestamped: bool,
+        processor: impl Fn(String, Arc<AtomicBool>) -> P + Send + Sync + 'static,
+    ) -> Option<AggregateNode<K, VA>>
+    where
+        P: Processor<K, V, KOut, Change<VA>>,
+    {
+        let builder = self.stream.builder.clone();
         let store = match &materialized.name {
             Some(n) => n.clone(),
             None => builder.new_store_name(prefix),
@@ -124,17 +175,22 @@ impl<K: Data, V: Data> KGroupedStream<K, V> {
         let keys = materialized.keys.clone().or(self.keys.clone());
         let (Some(keys), Some(values)) = (keys, materialized.values.clone()) else {
             builder.fail(TopologyError::MissingSerde {
-                node: name.clone(),
+                node: name,
                 which: "key or value (give them with Materialized)",
             });
-            return KTable::new(builder, name, None, None, None);
+            return None;
         };
-        let mut definition = StoreBuilder::key_value_with(
-            &store,
-            keys.clone(),
-            Arc::new(TimestampedSerde(values.clone())),
-        )
-        .timestamped();
+        let mut definition = if timestamped {
+            StoreBuilder::key_value_with(
+                &store,
+                keys.clone(),
+                Arc::new(TimestampedSerde(values.clone())),
+            )
+            .timestamped()
+        } else {
+            StoreBuilder::key_value_with(&store, keys.clone(), values.clone())
+        }
+        .with_kind(kind);
         if !materialized.logging {
             definition = definition.with_logging_disabled();
         }
@@ -143,17 +199,42 @@ impl<K: Data, V: Data> KGroupedStream<K, V> {
         let store_name = store.clone();
         builder.with_topology(|t| {
             let p = t.index_of(&parent).into_iter().collect();
-            t.add_processor_node(&name, p, move || StreamAggregate {
-                store: store_name.clone(),
-                fold: fold.clone(),
-                send_old_values: flag.clone(),
-                handle: None,
+            t.add_processor_node(&name, p, move || {
+                processor(store_name.clone(), flag.clone())
             })?;
             t.add_state_store(definition, &[&name])?;
             Ok(())
-        });
-        let mut table = KTable::new(builder, name, Some(keys), Some(values), Some(store));
-        table.send_old_values = vec![send_old_values];
-        table
+        })?;
+        Some(AggregateNode {
+            name,
+            keys,
+            values,
+            store,
+            send_old_values,
+        })
     }
+
+    /// The same grouped stream in time windows (tumbling or hopping).
+    pub fn windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream<K, V> {
+        TimeWindowedKStream::new(self, WindowSpec::Time(windows))
+    }
+
+    /// The same grouped stream in sliding windows.
+    pub fn windowed_by_sliding(self, windows: SlidingWindows) -> TimeWindowedKStream<K, V> {
+        TimeWindowedKStream::new(self, WindowSpec::Sliding(windows))
+    }
+
+    /// The same grouped stream in session windows.
+    pub fn windowed_by_session(self, windows: SessionWindows) -> SessionWindowedKStream<K, V> {
+        SessionWindowedKStream::new(self, windows)
+    }
+}
+
+/// What [`KGroupedStream::aggregate_node`] added.
+pub(crate) struct AggregateNode<K, VA> {
+    pub(crate) name: String,
+    pub(crate) keys: SerdeOf<K>,
+    pub(crate) values: SerdeOf<VA>,
+    pub(crate) store: String,
+    pub(crate) send_old_values: Arc<AtomicBool>,
 }

@@ -10,9 +10,12 @@ mod kstream;
 mod ktable;
 mod ops;
 mod options;
+mod window_aggregate;
+mod windowed;
 
 pub use builder::StreamsBuilder;
 pub use grouped::KGroupedStream;
 pub use kstream::{BranchedKStream, KStream};
 pub use ktable::KTable;
 pub use options::{Consumed, Grouped, Materialized, Named, Produced};
+pub use windowed::{SessionWindowedKStream, TimeWindowedKStream};

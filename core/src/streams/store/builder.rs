@@ -5,13 +5,22 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use super::{InMemoryKeyValueStore, KeyValueBytesStore, KeyValueSerdes};
+use super::{
+    InMemoryKeyValueStore, InMemorySessionStore, InMemoryWindowStore, KeyValueBytesStore,
+    KeyValueSerdes, SessionBytesStore, WindowBytesStore,
+};
 use crate::serde::Serde;
 
 /// Builds the bytes store of one task: in memory by default.
 pub trait StoreSupplier: Send + Sync {
     /// A new, empty key-value store for `definition` in the task `task` (`"0_1"`).
     fn key_value(&self, task: &str, definition: &StoreBuilder) -> Box<dyn KeyValueBytesStore>;
+
+    /// A new, empty window store for `definition` in the task `task`.
+    fn window(&self, task: &str, definition: &StoreBuilder) -> Box<dyn WindowBytesStore>;
+
+    /// A new, empty session store for `definition` in the task `task`.
+    fn session(&self, task: &str, definition: &StoreBuilder) -> Box<dyn SessionBytesStore>;
 }
 
 /// Stores in memory: what the `TestDriver` uses, and the default of a task.
@@ -22,6 +31,20 @@ impl StoreSupplier for InMemoryStores {
     fn key_value(&self, _task: &str, definition: &StoreBuilder) -> Box<dyn KeyValueBytesStore> {
         Box::new(InMemoryKeyValueStore::new(definition.name()).with_logging(definition.logging()))
     }
+
+    fn window(&self, _task: &str, definition: &StoreBuilder) -> Box<dyn WindowBytesStore> {
+        Box::new(
+            InMemoryWindowStore::new(definition.name(), definition.retention_ms())
+                .with_logging(definition.logging()),
+        )
+    }
+
+    fn session(&self, _task: &str, definition: &StoreBuilder) -> Box<dyn SessionBytesStore> {
+        Box::new(
+            InMemorySessionStore::new(definition.name(), definition.retention_ms())
+                .with_logging(definition.logging()),
+        )
+    }
 }
 
 /// The kind of a store.
@@ -29,6 +52,16 @@ impl StoreSupplier for InMemoryStores {
 pub enum StoreKind {
     /// Keys to values.
     KeyValue,
+    /// Keys and window starts to values, windows kept for `retention_ms` after the latest.
+    Window {
+        /// How long windows are kept, in ms of window start.
+        retention_ms: i64,
+    },
+    /// Keys and sessions to values, sessions kept for `retention_ms` after the latest end.
+    Session {
+        /// How long sessions are kept, in ms of session end.
+        retention_ms: i64,
+    },
 }
 
 /// A store's declaration: Kafka Streams' `StoreBuilder` (`Stores.keyValueStoreBuilder(…)`).
@@ -59,6 +92,39 @@ impl StoreBuilder {
         values: impl Serde<Value = V>,
     ) -> Self {
         Self::key_value_with(name, Arc::new(keys), Arc::new(values))
+    }
+
+    /// A window store called `name` keeping windows for `retention_ms` (Kafka's
+    /// `Stores.windowStoreBuilder`).
+    pub fn window<K: 'static, V: 'static>(
+        name: impl Into<String>,
+        keys: impl Serde<Value = K>,
+        values: impl Serde<Value = V>,
+        retention_ms: i64,
+    ) -> Self {
+        Self {
+            kind: StoreKind::Window { retention_ms },
+            ..Self::key_value(name, keys, values)
+        }
+    }
+
+    /// A session store called `name` keeping sessions for `retention_ms` (Kafka's
+    /// `Stores.sessionStoreBuilder`).
+    pub fn session<K: 'static, V: 'static>(
+        name: impl Into<String>,
+        keys: impl Serde<Value = K>,
+        values: impl Serde<Value = V>,
+        retention_ms: i64,
+    ) -> Self {
+        Self {
+            kind: StoreKind::Session { retention_ms },
+            ..Self::key_value(name, keys, values)
+        }
+    }
+
+    pub(crate) fn with_kind(mut self, kind: StoreKind) -> Self {
+        self.kind = kind;
+        self
     }
 
     /// [`StoreBuilder::key_value`] with shared serdes.
@@ -95,6 +161,16 @@ impl StoreBuilder {
     /// The store's kind.
     pub fn kind(&self) -> StoreKind {
         self.kind
+    }
+
+    /// How long a window or session store keeps its windows (0 for a key-value store).
+    pub fn retention_ms(&self) -> i64 {
+        match self.kind {
+            StoreKind::KeyValue => 0,
+            StoreKind::Window { retention_ms } | StoreKind::Session { retention_ms } => {
+                retention_ms
+            }
+        }
     }
 
     /// Whether writes go to a changelog topic.

@@ -2,15 +2,23 @@
 //! their serialized form, which is the order range scans follow, as in Kafka) that records
 //! every write in a changelog, so the runtime can ship the writes to the store's compacted
 //! changelog topic and rebuild the store from it; a typed view over it with the store's
-//! serdes; the declaration a topology holds ([`StoreBuilder`]); and values kept with their
+//! serdes; window and session stores with Kafka's changelog key layouts; the declaration a topology holds ([`StoreBuilder`]); and values kept with their
 //! timestamps, as the DSL's stores keep them.
 
 mod builder;
 mod key_value;
+mod session;
 mod timestamped;
+mod typed;
+mod window;
 
 pub use builder::{InMemoryStores, StoreBuilder, StoreKind, StoreSupplier};
 pub use key_value::{
     ChangelogRecord, InMemoryKeyValueStore, KeyValueBytesStore, KeyValueSerdes, KeyValueStore,
 };
+pub use session::{
+    parse_session_store_key, session_store_key, InMemorySessionStore, SessionBytesStore,
+};
 pub use timestamped::{TimestampedSerde, ValueAndTimestamp};
+pub use typed::{SessionStore, WindowStore};
+pub use window::{parse_window_store_key, window_store_key, InMemoryWindowStore, WindowBytesStore};

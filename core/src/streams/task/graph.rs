@@ -12,7 +12,9 @@ use super::SinkRecord;
 use crate::log::Timestamp;
 use crate::streams::processor::{Punctuation, PunctuationType, ScheduleId};
 use crate::streams::record::RecordMetadata;
-use crate::streams::store::{ChangelogRecord, KeyValueBytesStore, StoreBuilder};
+use crate::streams::store::{
+    ChangelogRecord, KeyValueBytesStore, SessionBytesStore, StoreBuilder, WindowBytesStore,
+};
 use crate::streams::StreamsError;
 
 /// A node of a task: a source, a processor or a sink, with its types erased.
@@ -56,10 +58,31 @@ pub(crate) struct NodeSlot {
     pub(crate) stores: Vec<usize>,
 }
 
+/// A store of a task, of one of the three kinds.
+pub enum StoreInstance {
+    /// A key-value store.
+    KeyValue(Box<dyn KeyValueBytesStore>),
+    /// A window store.
+    Window(Box<dyn WindowBytesStore>),
+    /// A session store.
+    Session(Box<dyn SessionBytesStore>),
+}
+
+impl StoreInstance {
+    /// The writes since the last call.
+    pub fn take_changelog(&mut self) -> Vec<ChangelogRecord> {
+        match self {
+            Self::KeyValue(s) => s.take_changelog(),
+            Self::Window(s) => s.take_changelog(),
+            Self::Session(s) => s.take_changelog(),
+        }
+    }
+}
+
 /// A store of the task.
 pub(crate) struct StoreSlot {
     pub(crate) definition: StoreBuilder,
-    pub(crate) store: Box<dyn KeyValueBytesStore>,
+    pub(crate) store: StoreInstance,
     /// The changelog topic's full name.
     pub(crate) changelog_topic: Arc<str>,
 }

@@ -19,11 +19,13 @@ use crate::log::{Header, Offset, Timestamp};
 use crate::streams::processor::{Punctuation, PunctuationType};
 use crate::streams::record::RecordMetadata;
 use crate::streams::store::{
-    ChangelogRecord, InMemoryStores, KeyValueBytesStore, StoreBuilder, StoreSupplier,
+    ChangelogRecord, InMemoryStores, StoreBuilder, StoreKind, StoreSupplier,
 };
 use crate::streams::topology::{BuildContext, NodeKind, Topology};
 use crate::streams::{StreamsError, TopologyError};
 use graph::{Graph, NodeSlot, StoreSlot, TaskState};
+
+pub use graph::StoreInstance;
 
 pub use nodes::{StreamPartitioner, TopicNameExtractor};
 
@@ -165,8 +167,19 @@ impl StreamTask {
                             .find(|s| s.name() == name)
                             .cloned()
                             .ok_or_else(|| TopologyError::Invalid(format!("no store {name}")))?;
+                        let store = match definition.kind() {
+                            StoreKind::KeyValue => StoreInstance::KeyValue(
+                                config.stores.key_value(&task_name, &definition),
+                            ),
+                            StoreKind::Window { .. } => {
+                                StoreInstance::Window(config.stores.window(&task_name, &definition))
+                            }
+                            StoreKind::Session { .. } => StoreInstance::Session(
+                                config.stores.session(&task_name, &definition),
+                            ),
+                        };
                         stores.push(StoreSlot {
-                            store: config.stores.key_value(&task_name, &definition),
+                            store,
                             changelog_topic: Arc::from(format!(
                                 "{}-{}-changelog",
                                 config.application_id, name
@@ -354,14 +367,14 @@ impl StreamTask {
     }
 
     /// The store called `name`, with its definition.
-    pub fn store(&mut self, name: &str) -> Option<(&StoreBuilder, &mut dyn KeyValueBytesStore)> {
+    pub fn store(&mut self, name: &str) -> Option<(&StoreBuilder, &mut StoreInstance)> {
         let slot = self
             .graph
             .state
             .stores
             .iter_mut()
             .find(|s| s.definition.name() == name)?;
-        Some((&slot.definition, &mut *slot.store))
+        Some((&slot.definition, &mut slot.store))
     }
 
     /// Calls every processor's `close`.

@@ -18,6 +18,8 @@ import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Named;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.Repartitioned;
+import org.apache.kafka.streams.kstream.SessionWindows;
+import org.apache.kafka.streams.kstream.SlidingWindows;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.WindowedSerdes;
 import org.apache.kafka.streams.processor.PunctuationType;
@@ -45,7 +47,7 @@ public final class Catalog {
         Map<String, Scenario> all = new TreeMap<>();
         for (Scenario s : List.of(wordCount(), windowedCount(), statelessChain(), splitMerge(),
                 tableFilter(), reduceLatest(), aggregateLengths(), repartitionCount(), namedChain(),
-                firstSeen())) {
+                firstSeen(), hoppingCount(), slidingTotal(), sessionCount(), windowedReduce())) {
             all.put(s.name(), s);
         }
         return all;
@@ -295,6 +297,100 @@ public final class Catalog {
                 List.of(strings("orders")),
                 List.of(strings("first-orders")),
                 Catalog::order);
+    }
+
+    private static Scenario.Event click(long i) {
+        return new Scenario.Event("clicks", "user-" + (i % 1000), "/page/" + (i % 17), i);
+    }
+
+    /** Hopping windows of 10 s every 5 s, no grace, store name generated. */
+    static Scenario hoppingCount() {
+        return new Scenario(
+                "hopping-count",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    builder.stream("clicks", stringsIn())
+                            .groupByKey()
+                            .windowedBy(TimeWindows.ofSizeWithNoGrace(Duration.ofSeconds(10))
+                                    .advanceBy(Duration.ofSeconds(5)))
+                            .count()
+                            .toStream()
+                            .to("hopping-counts", Produced.with(
+                                    WindowedSerdes.timeWindowedSerdeFrom(String.class, 10_000), Serdes.Long()));
+                    return builder.build();
+                },
+                List.of(strings("clicks")),
+                List.of(new Scenario.Topic<>("hopping-counts",
+                        JsonCodec.timeWindowedString(10_000), JsonCodec.LONG)),
+                Catalog::click);
+    }
+
+    /** Sliding windows of 5 s with 2 s grace: the total length of values within 5 s. */
+    static Scenario slidingTotal() {
+        return new Scenario(
+                "sliding-total",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    builder.stream("clicks", stringsIn())
+                            .groupByKey()
+                            .windowedBy(SlidingWindows.ofTimeDifferenceAndGrace(
+                                    Duration.ofSeconds(5), Duration.ofSeconds(2)))
+                            .aggregate(() -> 0L, (k, v, total) -> total + v.length(),
+                                    Materialized.<String, Long, org.apache.kafka.streams.state.WindowStore<
+                                            org.apache.kafka.common.utils.Bytes, byte[]>>as("sliding-totals")
+                                            .withValueSerde(Serdes.Long()))
+                            .toStream()
+                            .to("sliding-totals", Produced.with(
+                                    WindowedSerdes.timeWindowedSerdeFrom(String.class, 5_000), Serdes.Long()));
+                    return builder.build();
+                },
+                List.of(strings("clicks")),
+                List.of(new Scenario.Topic<>("sliding-totals",
+                        JsonCodec.timeWindowedString(5_000), JsonCodec.LONG)),
+                Catalog::click);
+    }
+
+    /** Sessions with a 5 s gap and 1 s grace: merges delete the merged sessions downstream. */
+    static Scenario sessionCount() {
+        return new Scenario(
+                "session-count",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    builder.stream("clicks", stringsIn())
+                            .groupByKey()
+                            .windowedBy(SessionWindows.ofInactivityGapAndGrace(
+                                    Duration.ofSeconds(5), Duration.ofSeconds(1)))
+                            .count(Materialized.as("sessions"))
+                            .toStream()
+                            .to("session-counts", Produced.with(
+                                    WindowedSerdes.sessionWindowedSerdeFrom(String.class), Serdes.Long()));
+                    return builder.build();
+                },
+                List.of(strings("clicks")),
+                List.of(new Scenario.Topic<>("session-counts",
+                        JsonCodec.sessionWindowedString(), JsonCodec.LONG)),
+                Catalog::click);
+    }
+
+    /** Tumbling windows of 10 s with 2 s grace: values of each window joined by reduce. */
+    static Scenario windowedReduce() {
+        return new Scenario(
+                "windowed-reduce",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    builder.stream("clicks", stringsIn())
+                            .groupByKey()
+                            .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofSeconds(10), Duration.ofSeconds(2)))
+                            .reduce((a, b) -> a + "+" + b)
+                            .toStream()
+                            .to("page-trails", Produced.with(
+                                    WindowedSerdes.timeWindowedSerdeFrom(String.class, 10_000), Serdes.String()));
+                    return builder.build();
+                },
+                List.of(strings("clicks")),
+                List.of(new Scenario.Topic<>("page-trails",
+                        JsonCodec.timeWindowedString(10_000), JsonCodec.STRING)),
+                Catalog::click);
     }
 
     /** Forwards the first value of each key; every 1,000 ms of stream time, the count of keys. */

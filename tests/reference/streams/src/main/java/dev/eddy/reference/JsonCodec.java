@@ -67,4 +67,23 @@ public interface JsonCodec<T> {
             }
         };
     }
+
+    /** String keys of session windows, written as {@code {"key": "alice", "start": 0, "end": 900}}. */
+    static JsonCodec<Windowed<String>> sessionWindowedString() {
+        return new JsonCodec<>() {
+            public Serde<Windowed<String>> serde() {
+                return WindowedSerdes.sessionWindowedSerdeFrom(String.class);
+            }
+            public Windowed<String> read(JsonNode json) {
+                throw new UnsupportedOperationException("windowed keys are only read from outputs");
+            }
+            public JsonNode write(Windowed<String> value) {
+                ObjectNode node = JsonNodeFactory.instance.objectNode();
+                node.put("key", value.key());
+                node.put("start", value.window().start());
+                node.put("end", value.window().end());
+                return node;
+            }
+        };
+    }
 }

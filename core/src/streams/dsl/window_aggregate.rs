@@ -1,0 +1,434 @@
+//! The processors of windowed aggregations, as Kafka Streams runs them: each keeps its own
+//! observed stream time (the largest timestamp it has seen), drops a record for a window that
+//! closed (its end plus grace is at or before that time) and counts the drop, and forwards
+//! every update of a window with the window in the key.
+//!
+//! - time windows (tumbling and hopping): every window holding the record;
+//! - sliding windows: Kafka's algorithm of left and right windows around each record, so
+//!   that every distinct set of records within the time difference has one window;
+//! - session windows: the record's session, merged with every session it comes within the
+//!   inactivity gap of (the merged ones are deleted downstream with a tombstone).
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use super::aggregate::Fold;
+use crate::log::Timestamp;
+use crate::streams::processor::{
+    Data, Processor, ProcessorContext, SessionStoreHandle, WindowStoreHandle,
+};
+use crate::streams::record::{Change, Record};
+use crate::streams::store::ValueAndTimestamp;
+use crate::streams::windowed::Windowed;
+use crate::streams::windows::{SessionWindows, SlidingWindows, TimeWindows, Window};
+use crate::streams::StreamsError;
+
+/// `(key, aggregate, aggregate) -> aggregate`: how two sessions' aggregates combine.
+pub(crate) type Merger<K, VA> = Arc<dyn Fn(&K, VA, VA) -> VA + Send + Sync>;
+
+type Ctx<'a, 'b, K, VA> = &'a mut ProcessorContext<'b, Windowed<K>, Change<VA>>;
+
+/// Count, reduce or aggregate in time windows.
+pub(crate) struct TimeWindowAggregate<K, V, VA> {
+    pub(crate) store: String,
+    pub(crate) windows: TimeWindows,
+    pub(crate) fold: Fold<K, V, VA>,
+    pub(crate) send_old_values: Arc<AtomicBool>,
+    pub(crate) observed: Timestamp,
+    pub(crate) handle: Option<WindowStoreHandle<K, ValueAndTimestamp<VA>>>,
+}
+
+impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
+    for TimeWindowAggregate<K, V, VA>
+{
+    fn init(&mut self, ctx: Ctx<'_, '_, K, VA>) -> Result<(), StreamsError> {
+        self.handle = Some(ctx.window_store_handle(&self.store)?);
+        Ok(())
+    }
+
+    fn process(&mut self, r: Record<K, V>, ctx: Ctx<'_, '_, K, VA>) -> Result<(), StreamsError> {
+        let Some(handle) = &self.handle else {
+            return Ok(());
+        };
+        self.observed = self.observed.max(r.timestamp);
+        let close = self.observed - self.windows.grace_ms();
+        let send_old = self.send_old_values.load(Ordering::Relaxed);
+        let windows: Vec<Window> = self.windows.windows_for(r.timestamp).collect();
+        for window in windows {
+            if window.end <= close {
+                ctx.record_dropped();
+                continue;
+            }
+            let (new, old, timestamp) = {
+                let mut store = ctx.window_store(handle);
+                let stored = store.fetch(&r.key, window.start)?;
+                let (old, timestamp) = match stored {
+                    Some(s) => (Some(s.value), r.timestamp.max(s.timestamp)),
+                    None => (None, r.timestamp),
+                };
+                let kept = if send_old { old.clone() } else { None };
+                let new = self.fold.apply(&r.key, r.value.clone(), old);
+                store.put(
+                    &r.key,
+                    window.start,
+                    Some(&ValueAndTimestamp {
+                        value: new.clone(),
+                        timestamp,
+                    }),
+                )?;
+                (new, kept, timestamp)
+            };
+            ctx.forward(Record {
+                key: Windowed::new(r.key.clone(), window),
+                value: Change::new(Some(new), old),
+                timestamp,
+                headers: r.headers.clone(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Count, reduce or aggregate in sliding windows (Kafka's `KStreamSlidingWindowAggregate`,
+/// walking the windows from the latest back, as Kafka does with its stores).
+pub(crate) struct SlidingWindowAggregate<K, V, VA> {
+    pub(crate) store: String,
+    pub(crate) windows: SlidingWindows,
+    pub(crate) fold: Fold<K, V, VA>,
+    pub(crate) send_old_values: Arc<AtomicBool>,
+    pub(crate) observed: Timestamp,
+    pub(crate) handle: Option<WindowStoreHandle<K, ValueAndTimestamp<VA>>>,
+}
+
+type Stored<VA> = ValueAndTimestamp<VA>;
+
+/// A window's aggregate so far and its timestamp; no aggregate for a new window of a
+/// `reduce` (Kafka's null aggregate).
+type Current<VA> = (Option<VA>, Timestamp);
+
+impl<K: Data, V: Data, VA: Data> SlidingWindowAggregate<K, V, VA> {
+    fn diff(&self) -> i64 {
+        self.windows.time_difference_ms()
+    }
+
+    /// A new window's aggregate: the seed, at the record's time.
+    fn fresh(&self, t: Timestamp) -> Current<VA> {
+        (self.fold.seed(), t)
+    }
+
+    fn window(&self, start: Timestamp) -> Window {
+        Window {
+            start,
+            end: start + self.diff(),
+        }
+    }
+
+    /// Folds the record into `window` (whose aggregate so far is `current`) and forwards the
+    /// update, unless the window closed.
+    fn update(
+        &self,
+        ctx: Ctx<'_, '_, K, VA>,
+        r: &Record<K, V>,
+        window: Window,
+        current: Current<VA>,
+        close: Timestamp,
+    ) -> Result<(), StreamsError> {
+        if window.end < close {
+            ctx.record_dropped();
+            return Ok(());
+        }
+        let handle = self.handle.as_ref().expect("initialized");
+        let (old, stored_at) = current;
+        let timestamp = match old {
+            Some(_) => r.timestamp.max(stored_at),
+            None => r.timestamp,
+        };
+        let kept = if self.send_old_values.load(Ordering::Relaxed) {
+            old.clone()
+        } else {
+            None
+        };
+        let new = self.fold.apply(&r.key, r.value.clone(), old);
+        ctx.window_store(handle).put(
+            &r.key,
+            window.start,
+            Some(&ValueAndTimestamp {
+                value: new.clone(),
+                timestamp,
+            }),
+        )?;
+        ctx.forward(Record {
+            key: Windowed::new(r.key.clone(), window),
+            value: Change::new(Some(new), kept),
+            timestamp,
+            headers: r.headers.clone(),
+        });
+        Ok(())
+    }
+
+    /// Stores and forwards an aggregate as it is, for a new right window.
+    fn put_as_is(
+        &self,
+        ctx: Ctx<'_, '_, K, VA>,
+        key: &K,
+        window: Window,
+        value: Stored<VA>,
+        r: &Record<K, V>,
+    ) -> Result<(), StreamsError> {
+        let handle = self.handle.as_ref().expect("initialized");
+        ctx.window_store(handle)
+            .put(key, window.start, Some(&value))?;
+        ctx.forward(Record {
+            key: Windowed::new(key.clone(), window),
+            value: Change::new(Some(value.value), None),
+            timestamp: value.timestamp,
+            headers: r.headers.clone(),
+        });
+        Ok(())
+    }
+
+    fn fetch(
+        &self,
+        ctx: Ctx<'_, '_, K, VA>,
+        key: &K,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Result<Vec<(Timestamp, Stored<VA>)>, StreamsError> {
+        let handle = self.handle.as_ref().expect("initialized");
+        Ok(ctx
+            .window_store(handle)
+            .fetch_range(key, from, to)?
+            .into_iter()
+            .map(|(start, _, v)| (start, v))
+            .collect())
+    }
+
+    fn process_early(
+        &self,
+        r: &Record<K, V>,
+        ctx: Ctx<'_, '_, K, VA>,
+        close: Timestamp,
+    ) -> Result<(), StreamsError> {
+        let t = r.timestamp;
+        let mut combined: Option<(Timestamp, Stored<VA>)> = None;
+        let mut right_agg: Option<Stored<VA>> = None;
+        let mut right_created = false;
+        let mut starts = HashSet::new();
+        let mut previous: Option<Timestamp> = None;
+        for (start, value) in self.fetch(ctx, &r.key, 0, t + 1)? {
+            starts.insert(start);
+            if start == 0 {
+                if value.timestamp < t {
+                    previous = Some(value.timestamp);
+                }
+                combined = Some((start, value));
+            } else if start <= t {
+                right_agg = Some(value.clone());
+                self.update(
+                    ctx,
+                    r,
+                    self.window(start),
+                    (Some(value.value), value.timestamp),
+                    close,
+                )?;
+            } else if start == t + 1 {
+                right_created = true;
+            } else {
+                return Err(unexpected(ctx, start, t));
+            }
+        }
+        if right_agg.is_none() {
+            if let Some((_, c)) = &combined {
+                if c.timestamp > t {
+                    right_agg = Some(c.clone());
+                }
+            }
+        }
+        if !right_created {
+            if let Some(agg) = right_agg.filter(|a| a.timestamp > t) {
+                self.put_as_is(ctx, &r.key, self.window(t + 1), agg, r)?;
+            }
+        }
+        if let Some(p) = previous {
+            if !starts.contains(&(p + 1)) {
+                self.update(ctx, r, self.window(p + 1), self.fresh(t), close)?;
+            }
+        }
+        match combined {
+            None => self.update(ctx, r, self.window(0), self.fresh(t), close),
+            Some((start, value)) => self.update(
+                ctx,
+                r,
+                self.window(start),
+                (Some(value.value), value.timestamp),
+                close,
+            ),
+        }
+    }
+}
+
+fn unexpected<K, VA>(ctx: Ctx<'_, '_, K, VA>, start: Timestamp, t: Timestamp) -> StreamsError {
+    StreamsError::Processor {
+        processor: ctx.name().to_string(),
+        reason: format!("unexpected sliding window starting at {start} for a record at {t}"),
+    }
+}
+
+impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
+    for SlidingWindowAggregate<K, V, VA>
+{
+    fn init(&mut self, ctx: Ctx<'_, '_, K, VA>) -> Result<(), StreamsError> {
+        self.handle = Some(ctx.window_store_handle(&self.store)?);
+        Ok(())
+    }
+
+    fn process(&mut self, r: Record<K, V>, ctx: Ctx<'_, '_, K, VA>) -> Result<(), StreamsError> {
+        let t = r.timestamp;
+        let diff = self.diff();
+        self.observed = self.observed.max(t);
+        let close = self.observed - self.windows.grace_ms();
+        if t + 1 + diff <= close {
+            ctx.record_dropped();
+            return Ok(());
+        }
+        if t < diff {
+            return self.process_early(&r, ctx, close);
+        }
+        let mut starts = HashSet::new();
+        let mut left_agg: Option<Stored<VA>> = None;
+        let mut right_agg: Option<Stored<VA>> = None;
+        let mut left_created = false;
+        let mut right_created = false;
+        let mut previous: Option<Timestamp> = None;
+        let mut windows = self.fetch(ctx, &r.key, (t - 2 * diff).max(0), t + 1)?;
+        windows.reverse();
+        for (start, value) in windows {
+            starts.insert(start);
+            let end = start + diff;
+            if start == t + 1 {
+                right_created = true;
+            } else if end > t {
+                if right_agg.is_none() {
+                    right_agg = Some(value.clone());
+                }
+                self.update(
+                    ctx,
+                    &r,
+                    self.window(start),
+                    (Some(value.value), value.timestamp),
+                    close,
+                )?;
+            } else if end == t {
+                left_created = true;
+                let max = value.timestamp;
+                self.update(ctx, &r, self.window(start), (Some(value.value), max), close)?;
+                if max < t {
+                    previous = Some(max);
+                } else {
+                    return Ok(());
+                }
+            } else {
+                previous = Some(value.timestamp);
+                left_agg = Some(value);
+                break;
+            }
+        }
+        // The previous record's right window, if it holds this record and is missing.
+        if let Some(p) = previous {
+            let start = p + 1;
+            if !starts.contains(&start) && start + diff >= t {
+                self.update(ctx, &r, self.window(start), self.fresh(t), close)?;
+            }
+        }
+        // This record's left window.
+        if !left_created {
+            let seed = match (&left_agg, previous) {
+                (Some(agg), Some(p)) if t - diff <= p => Some(agg.value.clone()),
+                _ => self.fold.seed(),
+            };
+            self.update(ctx, &r, self.window(t - diff), (seed, t), close)?;
+        }
+        // This record's right window, if later records fall in it.
+        if !right_created {
+            if let Some(agg) = right_agg.filter(|a| a.timestamp > t) {
+                self.put_as_is(ctx, &r.key, self.window(t + 1), agg, &r)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Count, reduce or aggregate in session windows.
+pub(crate) struct SessionWindowAggregate<K, V, VA> {
+    pub(crate) store: String,
+    pub(crate) windows: SessionWindows,
+    pub(crate) fold: Fold<K, V, VA>,
+    /// How sessions' aggregates combine when they merge.
+    pub(crate) merger: Merger<K, VA>,
+    pub(crate) send_old_values: Arc<AtomicBool>,
+    pub(crate) observed: Timestamp,
+    pub(crate) handle: Option<SessionStoreHandle<K, VA>>,
+}
+
+impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
+    for SessionWindowAggregate<K, V, VA>
+{
+    fn init(&mut self, ctx: Ctx<'_, '_, K, VA>) -> Result<(), StreamsError> {
+        self.handle = Some(ctx.session_store_handle(&self.store)?);
+        Ok(())
+    }
+
+    fn process(&mut self, r: Record<K, V>, ctx: Ctx<'_, '_, K, VA>) -> Result<(), StreamsError> {
+        let Some(handle) = &self.handle else {
+            return Ok(());
+        };
+        let t = r.timestamp;
+        let gap = self.windows.inactivity_gap_ms();
+        self.observed = self.observed.max(t);
+        let close = self.observed - self.windows.grace_ms() - gap;
+        let send_old = self.send_old_values.load(Ordering::Relaxed);
+        let found = ctx
+            .session_store(handle)
+            .find_sessions(&r.key, t - gap, t + gap)?;
+        let single = Window { start: t, end: t };
+        let mut merged_window = single;
+        let mut agg = self.fold.seed();
+        for (window, value) in &found {
+            // A reduce starts from no aggregate: the first session's is taken as it is.
+            agg = Some(match agg {
+                Some(agg) => (self.merger)(&r.key, agg, value.clone()),
+                None => value.clone(),
+            });
+            merged_window = Window {
+                start: merged_window.start.min(window.start),
+                end: merged_window.end.max(window.end),
+            };
+        }
+        if merged_window.end < close {
+            ctx.record_dropped();
+            return Ok(());
+        }
+        if merged_window != single {
+            for (window, value) in found {
+                ctx.session_store(handle).put(&r.key, window, None)?;
+                ctx.forward(Record {
+                    key: Windowed::new(r.key.clone(), window),
+                    value: Change::new(None, send_old.then_some(value)),
+                    timestamp: window.end,
+                    headers: r.headers.clone(),
+                });
+            }
+        }
+        let agg = self.fold.apply(&r.key, r.value, agg);
+        ctx.session_store(handle)
+            .put(&r.key, merged_window, Some(&agg))?;
+        ctx.forward(Record {
+            key: Windowed::new(r.key, merged_window),
+            value: Change::new(Some(agg), None),
+            timestamp: merged_window.end,
+            headers: r.headers,
+        });
+        Ok(())
+    }
+}
