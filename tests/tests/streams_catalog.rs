@@ -13,10 +13,10 @@ use bytes::Bytes;
 use eddy::log::Header;
 use eddy::serde::{BytesSerde, I64Serde, Nullable, StringSerde};
 use eddy::streams::store::StoreBuilder;
-use eddy::streams::windows::{SessionWindows, SlidingWindows, TimeWindows};
+use eddy::streams::windows::{JoinWindows, SessionWindows, SlidingWindows, TimeWindows};
 use eddy::streams::{
     Consumed, Grouped, Materialized, Named, Processor, ProcessorContext, Produced, Punctuation,
-    PunctuationType, Record, StreamsBuilder, StreamsError, Topology,
+    PunctuationType, Record, StreamJoined, StreamsBuilder, StreamsError, Topology,
 };
 use eddy::testing::{TestDriver, TestRecord};
 use serde_json::{json, Value};
@@ -300,6 +300,39 @@ fn scenario(name: &str) -> Scenario {
             (
                 vec![("clicks", Str, Str)],
                 vec![("page-trails", TimeWindowed(10_000), Str)],
+            )
+        }
+        "stream-join-inner" | "stream-join-left" | "stream-join-outer" => {
+            let orders = builder.stream("orders", strings());
+            let payments = builder.stream("payments", strings());
+            let windows = JoinWindows::of_time_difference_and_grace(
+                Duration::from_secs(5),
+                Duration::from_secs(2),
+            )
+            .expect("windows");
+            let joined = || StreamJoined::with(StringSerde, StringSerde, StringSerde);
+            let text = |v: Option<&String>| v.map_or("null".to_string(), String::clone);
+            let out = match name {
+                "stream-join-inner" => {
+                    orders.join(payments, |o, p| format!("{o}/{p}"), windows, joined())
+                }
+                "stream-join-left" => orders.left_join(
+                    payments,
+                    move |o, p| format!("{o}/{}", text(p)),
+                    windows,
+                    joined(),
+                ),
+                _ => orders.outer_join(
+                    payments,
+                    move |o, p| format!("{}/{}", text(o), text(p)),
+                    windows,
+                    joined(),
+                ),
+            };
+            out.to("paid-orders", Produced::with(StringSerde, StringSerde));
+            (
+                vec![("orders", Str, Str), ("payments", Str, Str)],
+                vec![("paid-orders", Str, Str)],
             )
         }
         other => panic!("the catalog scenario {other} has no eddy topology here"),

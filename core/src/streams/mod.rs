@@ -22,7 +22,7 @@ pub mod windows;
 
 pub use dsl::{
     BranchedKStream, Consumed, Grouped, KGroupedStream, KStream, KTable, Materialized, Named,
-    Produced, SessionWindowedKStream, StreamsBuilder, TimeWindowedKStream,
+    Produced, SessionWindowedKStream, StreamJoined, StreamsBuilder, TimeWindowedKStream,
 };
 pub use error::{StreamsError, TopologyError};
 pub use processor::{

@@ -10,6 +10,7 @@ mod kstream;
 mod ktable;
 mod ops;
 mod options;
+mod stream_join;
 mod window_aggregate;
 mod windowed;
 
@@ -18,4 +19,5 @@ pub use grouped::KGroupedStream;
 pub use kstream::{BranchedKStream, KStream};
 pub use ktable::KTable;
 pub use options::{Consumed, Grouped, Materialized, Named, Produced};
+pub use stream_join::StreamJoined;
 pub use windowed::{SessionWindowedKStream, TimeWindowedKStream};

@@ -13,6 +13,8 @@ import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.kstream.Branched;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.Grouped;
+import org.apache.kafka.streams.kstream.JoinWindows;
+import org.apache.kafka.streams.kstream.StreamJoined;
 import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Named;
@@ -47,7 +49,8 @@ public final class Catalog {
         Map<String, Scenario> all = new TreeMap<>();
         for (Scenario s : List.of(wordCount(), windowedCount(), statelessChain(), splitMerge(),
                 tableFilter(), reduceLatest(), aggregateLengths(), repartitionCount(), namedChain(),
-                firstSeen(), hoppingCount(), slidingTotal(), sessionCount(), windowedReduce())) {
+                firstSeen(), hoppingCount(), slidingTotal(), sessionCount(), windowedReduce(),
+                streamJoin("inner"), streamJoin("left"), streamJoin("outer"))) {
             all.put(s.name(), s);
         }
         return all;
@@ -391,6 +394,34 @@ public final class Catalog {
                 List.of(new Scenario.Topic<>("page-trails",
                         JsonCodec.timeWindowedString(10_000), JsonCodec.STRING)),
                 Catalog::click);
+    }
+
+    /**
+     * Orders joined with payments of the same key at most 5 s apart, with 2 s of grace: an
+     * inner, left or outer join ({@code stream-join-KIND}).
+     */
+    static Scenario streamJoin(String kind) {
+        return new Scenario(
+                "stream-join-" + kind,
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    KStream<String, String> orders = builder.stream("orders", stringsIn());
+                    KStream<String, String> payments = builder.stream("payments", stringsIn());
+                    JoinWindows windows = JoinWindows.ofTimeDifferenceAndGrace(
+                            Duration.ofSeconds(5), Duration.ofSeconds(2));
+                    StreamJoined<String, String, String> joined =
+                            StreamJoined.with(Serdes.String(), Serdes.String(), Serdes.String());
+                    KStream<String, String> out = switch (kind) {
+                        case "inner" -> orders.join(payments, (o, p) -> o + "/" + p, windows, joined);
+                        case "left" -> orders.leftJoin(payments, (o, p) -> o + "/" + p, windows, joined);
+                        default -> orders.outerJoin(payments, (o, p) -> o + "/" + p, windows, joined);
+                    };
+                    out.to("paid-orders", stringsOut());
+                    return builder.build();
+                },
+                List.of(strings("orders"), strings("payments")),
+                List.of(strings("paid-orders")),
+                Catalog::order);
     }
 
     /** Forwards the first value of each key; every 1,000 ms of stream time, the count of keys. */
