@@ -15,8 +15,8 @@ use eddy::serde::{BytesSerde, I64Serde, Nullable, StringSerde};
 use eddy::streams::store::StoreBuilder;
 use eddy::streams::windows::{JoinWindows, SessionWindows, SlidingWindows, TimeWindows};
 use eddy::streams::{
-    Consumed, Grouped, Materialized, Named, Processor, ProcessorContext, Produced, Punctuation,
-    PunctuationType, Record, StreamJoined, StreamsBuilder, StreamsError, Topology,
+    Consumed, Grouped, Joined, Materialized, Named, Processor, ProcessorContext, Produced,
+    Punctuation, PunctuationType, Record, StreamJoined, StreamsBuilder, StreamsError, Topology,
 };
 use eddy::testing::{TestDriver, TestRecord};
 use serde_json::{json, Value};
@@ -333,6 +333,54 @@ fn scenario(name: &str) -> Scenario {
             (
                 vec![("orders", Str, Str), ("payments", Str, Str)],
                 vec![("paid-orders", Str, Str)],
+            )
+        }
+        "stream-table-join-inner" | "stream-table-join-left" => {
+            let orders = builder.stream("orders", strings());
+            let customers = builder.table("customers", strings(), Materialized::default());
+            let out = if name.ends_with("inner") {
+                orders.join_table(&customers, |o, c| format!("{o}@{c}"), Joined::default())
+            } else {
+                orders.left_join_table(
+                    &customers,
+                    |o, c| format!("{o}@{}", c.map_or("null", String::as_str)),
+                    Joined::default(),
+                )
+            };
+            out.to("enriched-orders", Produced::with(StringSerde, StringSerde));
+            (
+                vec![("orders", Str, Str), ("customers", Str, Str)],
+                vec![("enriched-orders", Str, Str)],
+            )
+        }
+        "table-join-inner" | "table-join-left" | "table-join-outer" => {
+            let customers = builder.table("customers", strings(), Materialized::named("customers"));
+            let addresses = builder.table("addresses", strings(), Materialized::default());
+            let text = |v: Option<&String>| v.map_or("null".to_string(), String::clone);
+            let out = match name {
+                "table-join-inner" => customers.join(
+                    &addresses,
+                    |c, a| format!("{c}@{a}"),
+                    Materialized::default(),
+                ),
+                "table-join-left" => customers.left_join(
+                    &addresses,
+                    move |c, a| format!("{c}@{}", text(a)),
+                    Materialized::default(),
+                ),
+                _ => customers.outer_join(
+                    &addresses,
+                    move |c, a| format!("{}@{}", text(c), text(a)),
+                    Materialized::default(),
+                ),
+            };
+            out.to_stream().to(
+                "customer-addresses",
+                Produced::with(StringSerde, Nullable(StringSerde)),
+            );
+            (
+                vec![("customers", Str, Str), ("addresses", Str, Str)],
+                vec![("customer-addresses", Str, Str)],
             )
         }
         other => panic!("the catalog scenario {other} has no eddy topology here"),

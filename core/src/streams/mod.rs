@@ -21,8 +21,8 @@ mod windowed;
 pub mod windows;
 
 pub use dsl::{
-    BranchedKStream, Consumed, Grouped, KGroupedStream, KStream, KTable, Materialized, Named,
-    Produced, SessionWindowedKStream, StreamJoined, StreamsBuilder, TimeWindowedKStream,
+    BranchedKStream, Consumed, Grouped, Joined, KGroupedStream, KStream, KTable, Materialized,
+    Named, Produced, SessionWindowedKStream, StreamJoined, StreamsBuilder, TimeWindowedKStream,
 };
 pub use error::{StreamsError, TopologyError};
 pub use processor::{

@@ -297,6 +297,14 @@ impl<'a, KOut, VOut> ProcessorContext<'a, KOut, VOut> {
         SessionStore::new(&mut **store, &handle.0.serdes, &mut state.scratch)
     }
 
+    /// Reads the stores of this processor by name, for value getters of tables.
+    pub(crate) fn reader(&mut self) -> StoreReader<'_> {
+        StoreReader {
+            graph: self.graph,
+            node: self.node,
+        }
+    }
+
     /// Counts the current record as dropped on purpose by this processor (a record later
     /// than its window's grace period); the count is in the task's dropped-records figures.
     pub fn record_dropped(&mut self) {
@@ -318,5 +326,39 @@ impl<KOut: Data, VOut: Data> ProcessorContext<'_, KOut, VOut> {
         record: Record<KOut, VOut>,
     ) -> Result<(), StreamsError> {
         self.graph.forward_to(self.node, child, record)
+    }
+}
+
+/// Reads key-value stores by name, whatever the types of the processor reading: what a
+/// table's value getter uses to look a key up in the store behind the table.
+pub(crate) struct StoreReader<'a> {
+    graph: &'a mut Graph,
+    node: usize,
+}
+
+impl StoreReader<'_> {
+    /// The value of `key` in the key-value store `store` of keys `K` and values `V`.
+    pub(crate) fn get<K: 'static, V: 'static>(
+        &mut self,
+        store: &str,
+        key: &K,
+    ) -> Result<Option<V>, StreamsError> {
+        let unknown = || StreamsError::UnknownStore {
+            processor: self.graph.nodes[self.node].name.to_string(),
+            store: store.to_string(),
+        };
+        let index = self.graph.store_of(self.node, store).ok_or_else(unknown)?;
+        let state = &mut self.graph.state;
+        let slot = &mut state.stores[index];
+        let serdes = slot
+            .definition
+            .serdes()
+            .clone()
+            .downcast::<KeyValueSerdes<K, V>>()
+            .map_err(|_| unknown())?;
+        let StoreInstance::KeyValue(inner) = &mut slot.store else {
+            return Err(unknown());
+        };
+        Ok(KeyValueStore::new(&mut **inner, &serdes, &mut state.scratch).get(key)?)
     }
 }

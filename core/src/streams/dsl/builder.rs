@@ -5,10 +5,11 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
+use super::getter::ValueGetter;
 use super::kstream::KStream;
-use super::ktable::{KTable, TableSource};
+use super::ktable::{table_store, KTable, TableSource};
 use super::options::{Consumed, Materialized, SerdeOf};
 use crate::serde::Nullable;
 use crate::streams::processor::Data;
@@ -148,24 +149,42 @@ impl StreamsBuilder {
             )
         });
         let materialize = materialized.name.is_some();
-        let store_name = materialize.then_some(store);
+        let store_name = materialize.then(|| store.clone());
+        let slot = Arc::new(Mutex::new(store_name.clone()));
         let flag = TableSource::add(
             self,
             &table_source,
             &source,
-            store_name.as_deref(),
+            slot.clone(),
             keys.clone(),
             values.clone(),
             materialized.logging,
         );
         let mut table = KTable::new(
             self.clone(),
-            table_source,
-            Some(keys),
-            Some(values),
+            table_source.clone(),
+            Some(keys.clone()),
+            Some(values.clone()),
             store_name,
         );
         table.send_old_values = vec![flag];
+        if !materialize {
+            // Materialized on first use by a join, under the name generated above (Kafka's
+            // `KTableSource.materialize()`).
+            let builder = self.clone();
+            let logging = materialized.logging;
+            table.getter = Some(Rc::new(move || {
+                let mut current = slot.lock().unwrap_or_else(|e| e.into_inner());
+                if current.is_none() {
+                    let definition = table_store(&store, keys.clone(), values.clone(), logging);
+                    builder.with_topology(|t| {
+                        t.add_state_store(definition, &[&table_source]).map(|_| ())
+                    })?;
+                    *current = Some(store.clone());
+                }
+                Some(ValueGetter::of_store(&store))
+            }));
+        }
         table
     }
 

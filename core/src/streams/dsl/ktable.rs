@@ -1,18 +1,23 @@
 //! [`KTable`]: the latest value of each key, as a stream of updates ([`Change`]s: the new
 //! value and, when a node downstream needs it, the old one). A `None` new value deletes the key.
 
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::aggregate::TableSourceProcessor;
 use super::builder::StreamsBuilder;
+use super::getter::ValueGetter;
 use super::kstream::KStream;
 use super::options::{Materialized, Named, SerdeOf};
 use crate::serde::Nullable;
 use crate::streams::processor::{Data, Processor, ProcessorContext};
 use crate::streams::record::{Change, Record};
-use crate::streams::store::{StoreBuilder, TimestampedSerde};
+use crate::streams::store::{StoreBuilder, TimestampedSerde, ValueAndTimestamp};
 use crate::streams::StreamsError;
+
+/// Makes a table's value getter when a join first asks for it.
+pub(crate) type LazyGetter<K, V> = Rc<dyn Fn() -> Option<ValueGetter<K, V>>>;
 
 /// A table: the latest value of each key.
 pub struct KTable<K, V> {
@@ -28,6 +33,8 @@ pub struct KTable<K, V> {
     /// Set when a node downstream needs old values: this node's flag first, then those of
     /// the table nodes upstream of it, which must send them too.
     pub(crate) send_old_values: Vec<Arc<AtomicBool>>,
+    /// Makes the table's value getter, materializing a source table on first use.
+    pub(crate) getter: Option<LazyGetter<K, V>>,
     next_name: Option<String>,
 }
 
@@ -45,10 +52,31 @@ impl<K: Data, V: Data> KTable<K, V> {
             keys,
             values,
             old_values_available: store.is_some(),
+            getter: store.as_deref().map(|s| {
+                let getter = ValueGetter::of_store(s);
+                Rc::new(move || Some(getter.clone())) as LazyGetter<K, V>
+            }),
             store,
             send_old_values: vec![Arc::new(AtomicBool::new(false))],
             next_name: None,
         }
+    }
+
+    /// Takes the name given with [`KTable::named`] for the next operation.
+    pub(crate) fn take_next_name(&mut self) -> Option<String> {
+        self.next_name.take()
+    }
+
+    /// Kafka's `enableSendingOldValues(true)`: materializes the source table if it must, and
+    /// makes every table node up to it send old values.
+    pub(crate) fn force_send_old_values(&self) {
+        let _ = self.value_getter();
+        self.enable_send_old_values();
+    }
+
+    /// The table's value getter (materializing a source table that has no store yet).
+    pub(crate) fn value_getter(&self) -> Option<ValueGetter<K, V>> {
+        self.getter.as_ref().and_then(|g| g())
     }
 
     /// Makes this table and the table nodes upstream of it send old values with each
@@ -87,6 +115,7 @@ impl<K: Data, V: Data> KTable<K, V> {
         prefix: &str,
         supplier: impl Fn(Arc<AtomicBool>) -> P + Send + Sync + 'static,
         values: Option<SerdeOf<V2>>,
+        derive: impl Fn(ValueGetter<K, V>) -> ValueGetter<K, V2> + 'static,
     ) -> KTable<K, V2> {
         let name = self.name_or(prefix);
         let parent = self.node.clone();
@@ -98,6 +127,9 @@ impl<K: Data, V: Data> KTable<K, V> {
         });
         let mut send_old_values = vec![flag];
         send_old_values.extend(self.send_old_values.iter().cloned());
+        let parent = self.getter.clone();
+        let getter =
+            parent.map(|parent| Rc::new(move || parent().map(&derive)) as LazyGetter<K, V2>);
         KTable {
             builder: self.builder.clone(),
             node: name,
@@ -106,6 +138,7 @@ impl<K: Data, V: Data> KTable<K, V> {
             store: None,
             old_values_available: self.old_values_available,
             send_old_values,
+            getter,
             next_name: None,
         }
     }
@@ -129,6 +162,7 @@ impl<K: Data, V: Data> KTable<K, V> {
         keep: bool,
     ) -> Self {
         let predicate = Arc::new(predicate);
+        let kept = predicate.clone();
         let v = self.values.clone();
         let send_old = self.old_values_available;
         if send_old {
@@ -142,6 +176,10 @@ impl<K: Data, V: Data> KTable<K, V> {
                 send_old_values: flag,
             },
             v,
+            move |g| {
+                let p = kept.clone();
+                g.map(move |k, v| ((p)(k, &v.value) == keep).then_some(v))
+            },
         );
         if send_old {
             table.send_old_values[0].store(true, Ordering::Relaxed);
@@ -155,6 +193,7 @@ impl<K: Data, V: Data> KTable<K, V> {
         mapper: impl Fn(&K, &V) -> V2 + Send + Sync + 'static,
     ) -> KTable<K, V2> {
         let mapper = Arc::new(mapper);
+        let mapped = mapper.clone();
         self.then(
             "KTABLE-MAPVALUES-",
             move |flag| TableMapValues {
@@ -162,6 +201,15 @@ impl<K: Data, V: Data> KTable<K, V> {
                 send_old_values: flag,
             },
             None,
+            move |g| {
+                let m = mapped.clone();
+                g.map(move |k, v| {
+                    Some(ValueAndTimestamp {
+                        value: m(k, &v.value),
+                        timestamp: v.timestamp,
+                    })
+                })
+            },
         )
     }
 
@@ -206,25 +254,19 @@ impl<K: Data, V: Data> KTable<K, V> {
             });
             return KTable::new(builder, name, None, None, None);
         };
+        let slot = Arc::new(Mutex::new(store.clone()));
         let table = TableSource::add_after_stream(
             &builder,
             &name,
             &parent,
-            store.as_deref(),
+            slot,
             keys.clone(),
             values.clone(),
             materialized.logging,
         );
-        KTable {
-            builder,
-            node: name,
-            keys: Some(keys),
-            values: Some(values),
-            old_values_available: store.is_some(),
-            store,
-            send_old_values: vec![table],
-            next_name: None,
-        }
+        let mut out = KTable::new(builder, name, Some(keys), Some(values), store);
+        out.send_old_values = vec![table];
+        out
     }
 }
 
@@ -237,7 +279,7 @@ impl TableSource {
         builder: &StreamsBuilder,
         name: &str,
         source: &str,
-        store: Option<&str>,
+        store: StoreSlotName,
         keys: SerdeOf<K>,
         values: SerdeOf<V>,
         logging: bool,
@@ -258,7 +300,7 @@ impl TableSource {
         builder: &StreamsBuilder,
         name: &str,
         parent: &str,
-        store: Option<&str>,
+        store: StoreSlotName,
         keys: SerdeOf<K>,
         values: SerdeOf<V>,
         logging: bool,
@@ -279,7 +321,7 @@ impl TableSource {
         builder: &StreamsBuilder,
         name: &str,
         parent: &str,
-        store: Option<&str>,
+        store: StoreSlotName,
         (keys, values): (SerdeOf<K>, SerdeOf<V>),
         logging: bool,
         wrap: impl Fn(TableSourceProcessor<K, V>) -> P + Send + Sync + 'static,
@@ -289,28 +331,42 @@ impl TableSource {
     {
         let flag = Arc::new(AtomicBool::new(false));
         let shared = flag.clone();
-        let store_name = store.map(str::to_string);
+        let now = store.lock().unwrap_or_else(|e| e.into_inner()).clone();
         builder.with_topology(|t| {
             let p = t.index_of(parent).into_iter().collect();
             t.add_processor_node(name, p, move || {
                 wrap(TableSourceProcessor {
-                    store: store_name.clone(),
+                    store: store.lock().unwrap_or_else(|e| e.into_inner()).clone(),
                     send_old_values: shared.clone(),
                     handle: None,
                 })
             })?;
-            if let Some(store) = store {
-                let mut definition =
-                    StoreBuilder::key_value_with(store, keys, Arc::new(TimestampedSerde(values)))
-                        .timestamped();
-                if !logging {
-                    definition = definition.with_logging_disabled();
-                }
-                t.add_state_store(definition, &[name])?;
+            if let Some(store) = now {
+                t.add_state_store(table_store(&store, keys, values, logging), &[name])?;
             }
             Ok(())
         });
         flag
+    }
+}
+
+/// The store a table source writes: set at declaration when the table is named, later when
+/// a join first needs the table's values; read when a task builds the processor.
+pub(crate) type StoreSlotName = Arc<Mutex<Option<String>>>;
+
+/// The timestamped store of a table.
+pub(crate) fn table_store<K: 'static, V: 'static>(
+    name: &str,
+    keys: SerdeOf<K>,
+    values: SerdeOf<V>,
+    logging: bool,
+) -> StoreBuilder {
+    let definition =
+        StoreBuilder::key_value_with(name, keys, Arc::new(TimestampedSerde(values))).timestamped();
+    if logging {
+        definition
+    } else {
+        definition.with_logging_disabled()
     }
 }
 

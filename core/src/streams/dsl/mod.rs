@@ -5,12 +5,14 @@
 
 mod aggregate;
 mod builder;
+mod getter;
 mod grouped;
 mod kstream;
 mod ktable;
 mod ops;
 mod options;
 mod stream_join;
+mod table_join;
 mod window_aggregate;
 mod windowed;
 
@@ -20,4 +22,5 @@ pub use kstream::{BranchedKStream, KStream};
 pub use ktable::KTable;
 pub use options::{Consumed, Grouped, Materialized, Named, Produced};
 pub use stream_join::StreamJoined;
+pub use table_join::Joined;
 pub use windowed::{SessionWindowedKStream, TimeWindowedKStream};

@@ -14,6 +14,7 @@ import org.apache.kafka.streams.kstream.Branched;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.JoinWindows;
+import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.StreamJoined;
 import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.Materialized;
@@ -50,7 +51,9 @@ public final class Catalog {
         for (Scenario s : List.of(wordCount(), windowedCount(), statelessChain(), splitMerge(),
                 tableFilter(), reduceLatest(), aggregateLengths(), repartitionCount(), namedChain(),
                 firstSeen(), hoppingCount(), slidingTotal(), sessionCount(), windowedReduce(),
-                streamJoin("inner"), streamJoin("left"), streamJoin("outer"))) {
+                streamJoin("inner"), streamJoin("left"), streamJoin("outer"),
+                streamTableJoin("inner"), streamTableJoin("left"),
+                tableJoin("inner"), tableJoin("left"), tableJoin("outer"))) {
             all.put(s.name(), s);
         }
         return all;
@@ -421,6 +424,53 @@ public final class Catalog {
                 },
                 List.of(strings("orders"), strings("payments")),
                 List.of(strings("paid-orders")),
+                Catalog::order);
+    }
+
+    /**
+     * Orders enriched with the customer's name from a table (not materialized by the user: the
+     * join materializes it): an inner or left join ({@code stream-table-join-KIND}).
+     */
+    static Scenario streamTableJoin(String kind) {
+        return new Scenario(
+                "stream-table-join-" + kind,
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    KStream<String, String> orders = builder.stream("orders", stringsIn());
+                    KTable<String, String> customers = builder.table("customers", stringsIn());
+                    KStream<String, String> out = kind.equals("inner")
+                            ? orders.join(customers, (o, c) -> o + "@" + c)
+                            : orders.leftJoin(customers, (o, c) -> o + "@" + c);
+                    out.to("enriched-orders", stringsOut());
+                    return builder.build();
+                },
+                List.of(strings("orders"), strings("customers")),
+                List.of(strings("enriched-orders")),
+                Catalog::order);
+    }
+
+    /**
+     * Customers joined with their addresses, two tables: an inner, left or outer join whose
+     * result is a table ({@code table-join-KIND}); updates and deletions of either side.
+     */
+    static Scenario tableJoin(String kind) {
+        return new Scenario(
+                "table-join-" + kind,
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    KTable<String, String> customers = builder.table("customers", stringsIn(),
+                            Materialized.as("customers"));
+                    KTable<String, String> addresses = builder.table("addresses", stringsIn());
+                    KTable<String, String> out = switch (kind) {
+                        case "inner" -> customers.join(addresses, (c, a) -> c + "@" + a);
+                        case "left" -> customers.leftJoin(addresses, (c, a) -> c + "@" + a);
+                        default -> customers.outerJoin(addresses, (c, a) -> c + "@" + a);
+                    };
+                    out.toStream().to("customer-addresses", stringsOut());
+                    return builder.build();
+                },
+                List.of(strings("customers"), strings("addresses")),
+                List.of(strings("customer-addresses")),
                 Catalog::order);
     }
 
