@@ -383,6 +383,101 @@ fn scenario(name: &str) -> Scenario {
                 vec![("customer-addresses", Str, Str)],
             )
         }
+        "table-group-count" => {
+            builder
+                .table("user-cities", strings(), Materialized::default())
+                .group_by(
+                    |user, city| (city.clone(), user.clone()),
+                    Grouped::with(StringSerde, StringSerde),
+                )
+                .count(Materialized::default())
+                .to_stream()
+                .to(
+                    "users-per-city",
+                    Produced::with(StringSerde, Nullable(I64Serde)),
+                );
+            (
+                vec![("user-cities", Str, Str)],
+                vec![("users-per-city", Str, Long)],
+            )
+        }
+        "table-group-reduce" => {
+            builder
+                .table(
+                    "balances",
+                    Consumed::with(StringSerde, I64Serde),
+                    Materialized::named("balances"),
+                )
+                .group_by(
+                    |account, balance| (account[..2].to_string(), *balance),
+                    Grouped::with(StringSerde, I64Serde).named("by-region"),
+                )
+                .reduce(
+                    |total, b| total + b,
+                    |total, b| total - b,
+                    Materialized::named("region-totals"),
+                )
+                .to_stream()
+                .to("region-totals", Produced::default());
+            (
+                vec![("balances", Str, Long)],
+                vec![("region-totals", Str, Long)],
+            )
+        }
+        "suppress-window-close" => {
+            builder
+                .stream("clicks", strings())
+                .group_by_key(Grouped::default())
+                .windowed_by(
+                    TimeWindows::of_size_and_grace(Duration::from_secs(10), Duration::from_secs(2))
+                        .expect("windows"),
+                )
+                .count(Materialized::default())
+                .suppress_until_window_closes()
+                .to_stream()
+                .to("final-counts", Produced::default());
+            (
+                vec![("clicks", Str, Str)],
+                vec![("final-counts", TimeWindowed(10_000), Long)],
+            )
+        }
+        "suppress-time-limit" => {
+            builder
+                .table(
+                    "prices",
+                    Consumed::with(StringSerde, I64Serde),
+                    Materialized::default(),
+                )
+                .suppress_until_time_limit(5_000)
+                .to_stream()
+                .to("settled-prices", Produced::default());
+            (
+                vec![("prices", Str, Long)],
+                vec![("settled-prices", Str, Long)],
+            )
+        }
+        "global-join-inner" | "global-join-left" => {
+            let orders = builder.stream("orders", strings());
+            let products = builder.global_table("products", strings(), Materialized::default());
+            let out = if name.ends_with("inner") {
+                orders.join_global(
+                    &products,
+                    |_, product| product.clone(),
+                    |o, p| format!("{o}:{p}"),
+                )
+            } else {
+                orders.left_join_global(
+                    &products,
+                    |_, product| product.clone(),
+                    |o, p| format!("{o}:{}", p.map_or("null", String::as_str)),
+                )
+            };
+            out.to("priced-orders", Produced::with(StringSerde, StringSerde));
+            (
+                vec![("orders", Str, Str), ("products", Str, Str)],
+                vec![("priced-orders", Str, Str)],
+            )
+        }
         other => panic!("the catalog scenario {other} has no eddy topology here"),
     };
     Scenario {

@@ -21,8 +21,9 @@ mod windowed;
 pub mod windows;
 
 pub use dsl::{
-    BranchedKStream, Consumed, Grouped, Joined, KGroupedStream, KStream, KTable, Materialized,
-    Named, Produced, SessionWindowedKStream, StreamJoined, StreamsBuilder, TimeWindowedKStream,
+    BranchedKStream, Consumed, GlobalKTable, Grouped, Joined, KGroupedStream, KGroupedTable,
+    KStream, KTable, Materialized, Named, Produced, SessionWindowedKStream, StreamJoined,
+    StreamsBuilder, TimeWindowedKStream,
 };
 pub use error::{StreamsError, TopologyError};
 pub use processor::{
@@ -31,8 +32,8 @@ pub use processor::{
 };
 pub use record::{Change, Record, RecordMetadata};
 pub use task::{
-    PartitionCounts, SinkRecord, StoreInstance, StreamPartitioner, StreamTask, TaskConfig, TaskId,
-    TimestampExtractor, TopicNameExtractor,
+    GlobalStores, PartitionCounts, SharedStore, SinkRecord, StoreInstance, StreamPartitioner,
+    StreamTask, TaskConfig, TaskId, TimestampExtractor, TopicNameExtractor,
 };
 pub use topology::{InternalTopic, InternalTopicKind, Subtopology, Topology, TopologyDescription};
 pub use windowed::{SessionWindowedSerde, TimeWindowedSerde, Windowed};

@@ -113,6 +113,12 @@ impl<K, V> Clone for StoreHandle<K, V> {
 /// for each record without a search by name.
 pub struct KeyValueStoreHandle<K, V>(StoreHandle<K, V>);
 
+impl<K, V> Clone for KeyValueStoreHandle<K, V> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
 /// A processor's handle on one of its window stores.
 pub struct WindowStoreHandle<K, V>(StoreHandle<K, V>);
 
@@ -239,8 +245,10 @@ impl<'a, KOut, VOut> ProcessorContext<'a, KOut, VOut> {
         &self,
         name: &str,
     ) -> Result<KeyValueStoreHandle<K, V>, StreamsError> {
-        self.store_handle(name, |s| matches!(s, StoreInstance::KeyValue(_)))
-            .map(KeyValueStoreHandle)
+        self.store_handle(name, |s| {
+            matches!(s, StoreInstance::KeyValue(_) | StoreInstance::Shared(_))
+        })
+        .map(KeyValueStoreHandle)
     }
 
     /// The store behind `handle`, typed.
@@ -249,10 +257,17 @@ impl<'a, KOut, VOut> ProcessorContext<'a, KOut, VOut> {
         handle: &'s KeyValueStoreHandle<K, V>,
     ) -> KeyValueStore<'s, K, V> {
         let state = &mut self.graph.state;
-        let StoreInstance::KeyValue(store) = &mut state.stores[handle.0.index].store else {
-            unreachable!("a key-value handle is made for a key-value store");
-        };
-        KeyValueStore::new(&mut **store, &handle.0.serdes, &mut state.scratch)
+        match &mut state.stores[handle.0.index].store {
+            StoreInstance::KeyValue(store) => {
+                KeyValueStore::new(&mut **store, &handle.0.serdes, &mut state.scratch)
+            }
+            StoreInstance::Shared(store) => KeyValueStore::locked(
+                store.lock().unwrap_or_else(|e| e.into_inner()),
+                &handle.0.serdes,
+                &mut state.scratch,
+            ),
+            _ => unreachable!("a key-value handle is made for a key-value store"),
+        }
     }
 
     /// A handle on the window store `name`.
@@ -347,18 +362,42 @@ impl StoreReader<'_> {
             processor: self.graph.nodes[self.node].name.to_string(),
             store: store.to_string(),
         };
-        let index = self.graph.store_of(self.node, store).ok_or_else(unknown)?;
+        let connected = self.graph.store_of(self.node, store);
         let state = &mut self.graph.state;
-        let slot = &mut state.stores[index];
-        let serdes = slot
-            .definition
-            .serdes()
-            .clone()
-            .downcast::<KeyValueSerdes<K, V>>()
-            .map_err(|_| unknown())?;
-        let StoreInstance::KeyValue(inner) = &mut slot.store else {
-            return Err(unknown());
+        let (definition, shared) = match connected {
+            Some(index) => {
+                let slot = &mut state.stores[index];
+                match &mut slot.store {
+                    StoreInstance::KeyValue(inner) => {
+                        let serdes = downcast::<K, V>(&slot.definition).ok_or_else(unknown)?;
+                        let value = KeyValueStore::new(&mut **inner, &serdes, &mut state.scratch)
+                            .get(key)?;
+                        return Ok(value);
+                    }
+                    StoreInstance::Shared(shared) => (slot.definition.clone(), shared.clone()),
+                    _ => return Err(unknown()),
+                }
+            }
+            None => state
+                .globals
+                .iter()
+                .find(|(d, _)| d.name() == store)
+                .cloned()
+                .ok_or_else(unknown)?,
         };
-        Ok(KeyValueStore::new(&mut **inner, &serdes, &mut state.scratch).get(key)?)
+        let serdes = downcast::<K, V>(&definition).ok_or_else(unknown)?;
+        let guard = shared.lock().unwrap_or_else(|e| e.into_inner());
+        let value = KeyValueStore::locked(guard, &serdes, &mut state.scratch).get(key)?;
+        Ok(value)
     }
+}
+
+fn downcast<K: 'static, V: 'static>(
+    definition: &crate::streams::store::StoreBuilder,
+) -> Option<Arc<KeyValueSerdes<K, V>>> {
+    definition
+        .serdes()
+        .clone()
+        .downcast::<KeyValueSerdes<K, V>>()
+        .ok()
 }

@@ -30,8 +30,9 @@ pub(crate) struct DriverState {
     pub(crate) application_id: String,
     pub(crate) tasks: BTreeMap<TaskId, StreamTask>,
     pub(crate) topics: HashMap<String, Topic>,
-    /// Which sub-topology reads each topic (full name).
-    readers: HashMap<String, u32>,
+    /// Which sub-topology reads each topic (full name), and whether it fills a global store
+    /// (then its one task reads every partition).
+    readers: HashMap<String, (u32, bool)>,
     default_partitions: i32,
     partitions: HashMap<String, i32>,
     pub(crate) wall_clock: Timestamp,
@@ -83,10 +84,10 @@ impl DriverState {
         let offset = t.partitions[p].len();
         t.partitions[p].push(record.clone());
         t.written.push((p, offset));
-        if let Some(&sub) = self.readers.get(topic) {
+        if let Some(&(sub, global)) = self.readers.get(topic) {
             let id = TaskId {
                 subtopology: sub,
-                partition: p as i32,
+                partition: if global { 0 } else { p as i32 },
             };
             if let Some(task) = self.tasks.get_mut(&id) {
                 task.add_record(topic, offset as i64, record)?;
@@ -222,7 +223,10 @@ impl TestDriverBuilder {
             for t in &sub.source_topics {
                 let full = topology.full_topic_name(&app, t);
                 count = count.max(partitions.get(&full).copied().unwrap_or(default_partitions));
-                readers.insert(full, sub.id);
+                readers.insert(full, (sub.id, sub.global));
+            }
+            if sub.global {
+                count = 1;
             }
             for p in 0..count {
                 let id = TaskId {

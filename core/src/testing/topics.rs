@@ -249,12 +249,16 @@ impl<K: 'static, V: 'static> TestKeyValueStore<K, V> {
         let mut out = Vec::new();
         let mut found = false;
         for task in state.tasks.values_mut() {
-            let Some((definition, StoreInstance::KeyValue(store))) = task.store(&self.name) else {
-                continue;
+            let (definition, entries) = match task.store(&self.name) {
+                Some((definition, StoreInstance::KeyValue(store))) => (definition, store.all()),
+                Some((definition, StoreInstance::Shared(store))) => {
+                    let entries = store.lock().unwrap_or_else(|e| e.into_inner()).all();
+                    (definition, entries)
+                }
+                _ => continue,
             };
             found = true;
             let serdes = definition.serdes().clone();
-            let entries = store.all();
             if definition.is_timestamped() {
                 let serdes = serdes
                     .downcast::<KeyValueSerdes<K, ValueAndTimestamp<V>>>()

@@ -33,6 +33,9 @@ pub struct KTable<K, V> {
     /// Set when a node downstream needs old values: this node's flag first, then those of
     /// the table nodes upstream of it, which must send them too.
     pub(crate) send_old_values: Vec<Arc<AtomicBool>>,
+    /// The grace period (plus the gap, for sessions) of the windowed aggregation this table
+    /// comes from: when its windows close.
+    pub(crate) window_grace: Option<i64>,
     /// Makes the table's value getter, materializing a source table on first use.
     pub(crate) getter: Option<LazyGetter<K, V>>,
     next_name: Option<String>,
@@ -52,6 +55,7 @@ impl<K: Data, V: Data> KTable<K, V> {
             keys,
             values,
             old_values_available: store.is_some(),
+            window_grace: None,
             getter: store.as_deref().map(|s| {
                 let getter = ValueGetter::of_store(s);
                 Rc::new(move || Some(getter.clone())) as LazyGetter<K, V>
@@ -137,6 +141,7 @@ impl<K: Data, V: Data> KTable<K, V> {
             values,
             store: None,
             old_values_available: self.old_values_available,
+            window_grace: self.window_grace,
             send_old_values,
             getter,
             next_name: None,

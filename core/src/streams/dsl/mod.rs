@@ -6,18 +6,23 @@
 mod aggregate;
 mod builder;
 mod getter;
+mod global;
 mod grouped;
+mod grouped_table;
 mod kstream;
 mod ktable;
 mod ops;
 mod options;
 mod stream_join;
+mod suppress;
 mod table_join;
 mod window_aggregate;
 mod windowed;
 
 pub use builder::StreamsBuilder;
+pub use global::GlobalKTable;
 pub use grouped::KGroupedStream;
+pub use grouped_table::KGroupedTable;
 pub use kstream::{BranchedKStream, KStream};
 pub use ktable::KTable;
 pub use options::{Consumed, Grouped, Materialized, Named, Produced};

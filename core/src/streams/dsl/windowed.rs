@@ -35,6 +35,13 @@ impl WindowSpec {
         }
     }
 
+    fn grace(&self) -> i64 {
+        match self {
+            Self::Time(w) => w.grace_ms(),
+            Self::Sliding(w) => w.grace_ms(),
+        }
+    }
+
     fn default_retention(&self) -> i64 {
         match self {
             Self::Time(w) => w.size_ms() + w.grace_ms(),
@@ -136,9 +143,11 @@ impl<K: Data, V: Data> TimeWindowedKStream<K, V> {
                 },
             ),
         };
-        windowed_table(builder, parts, |keys| {
+        let mut table = windowed_table(builder, parts, |keys| {
             Arc::new(TimeWindowedSerde::new(keys, windows.size())) as SerdeOf<Windowed<K>>
-        })
+        });
+        table.window_grace = Some(windows.grace());
+        table
     }
 }
 
@@ -250,9 +259,11 @@ impl<K: Data, V: Data> SessionWindowedKStream<K, V> {
                         handle: None,
                     }
                 });
-        windowed_table(builder, parts, |keys| {
+        let mut table = windowed_table(builder, parts, |keys| {
             Arc::new(SessionWindowedSerde(keys)) as SerdeOf<Windowed<K>>
-        })
+        });
+        table.window_grace = Some(windows.grace_ms() + windows.inactivity_gap_ms());
+        table
     }
 }
 

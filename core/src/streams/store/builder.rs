@@ -72,6 +72,7 @@ pub struct StoreBuilder {
     serdes: Arc<dyn Any + Send + Sync>,
     logging: bool,
     timestamped: bool,
+    global: bool,
 }
 
 impl std::fmt::Debug for StoreBuilder {
@@ -139,6 +140,7 @@ impl StoreBuilder {
             serdes: Arc::new(KeyValueSerdes { keys, values }),
             logging: true,
             timestamped: false,
+            global: false,
         }
     }
 
@@ -146,6 +148,19 @@ impl StoreBuilder {
     pub fn with_logging_disabled(mut self) -> Self {
         self.logging = false;
         self
+    }
+
+    /// The same store as a global store: one copy per application instance, filled from
+    /// every partition of its topic, which is also its changelog (so it logs nothing).
+    pub(crate) fn global(mut self) -> Self {
+        self.global = true;
+        self.logging = false;
+        self
+    }
+
+    /// Whether this is a global store.
+    pub fn is_global(&self) -> bool {
+        self.global
     }
 
     pub(crate) fn timestamped(mut self) -> Self {

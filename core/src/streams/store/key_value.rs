@@ -169,10 +169,37 @@ impl<K, V> Clone for KeyValueSerdes<K, V> {
     }
 }
 
+/// The store under a typed view: borrowed from a task, or locked when tasks share it (a
+/// global store).
+enum StoreRef<'a> {
+    Borrowed(&'a mut (dyn KeyValueBytesStore + 'static)),
+    Locked(std::sync::MutexGuard<'a, Box<dyn KeyValueBytesStore>>),
+}
+
+impl std::ops::Deref for StoreRef<'_> {
+    type Target = dyn KeyValueBytesStore;
+
+    fn deref(&self) -> &Self::Target {
+        match self {
+            Self::Borrowed(s) => &**s,
+            Self::Locked(g) => &***g,
+        }
+    }
+}
+
+impl std::ops::DerefMut for StoreRef<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        match self {
+            Self::Borrowed(s) => &mut **s,
+            Self::Locked(g) => &mut ***g,
+        }
+    }
+}
+
 /// A typed view of a store of bytes: keys and values go through the store's serdes. Processors
 /// get one from their context for the length of a call.
 pub struct KeyValueStore<'a, K, V> {
-    inner: &'a mut dyn KeyValueBytesStore,
+    inner: StoreRef<'a>,
     serdes: &'a KeyValueSerdes<K, V>,
     scratch: &'a mut Vec<u8>,
 }
@@ -189,12 +216,25 @@ impl<K, V> std::fmt::Debug for KeyValueStore<'_, K, V> {
 impl<'a, K: 'static, V: 'static> KeyValueStore<'a, K, V> {
     /// A typed view of `inner`; `scratch` is a buffer keys are serialized into for lookups.
     pub fn new(
-        inner: &'a mut dyn KeyValueBytesStore,
+        inner: &'a mut (dyn KeyValueBytesStore + 'static),
         serdes: &'a KeyValueSerdes<K, V>,
         scratch: &'a mut Vec<u8>,
     ) -> Self {
         Self {
-            inner,
+            inner: StoreRef::Borrowed(inner),
+            serdes,
+            scratch,
+        }
+    }
+
+    /// A typed view of a shared store, locked for as long as the view lives.
+    pub(crate) fn locked(
+        inner: std::sync::MutexGuard<'a, Box<dyn KeyValueBytesStore>>,
+        serdes: &'a KeyValueSerdes<K, V>,
+        scratch: &'a mut Vec<u8>,
+    ) -> Self {
+        Self {
+            inner: StoreRef::Locked(inner),
             serdes,
             scratch,
         }
@@ -214,7 +254,7 @@ impl<'a, K: 'static, V: 'static> KeyValueStore<'a, K, V> {
         self.scratch.clear();
         self.serdes
             .keys
-            .serialize_into(self.inner.name(), key, self.scratch)
+            .serialize_into(self.inner.name(), key, &mut *self.scratch)
     }
 
     fn decode(&self, entries: Vec<(Bytes, Bytes)>) -> Result<Vec<(K, V)>, SerdeError> {
@@ -233,7 +273,7 @@ impl<'a, K: 'static, V: 'static> KeyValueStore<'a, K, V> {
     /// The value of `key`.
     pub fn get(&mut self, key: &K) -> Result<Option<V>, SerdeError> {
         self.key_into_scratch(key)?;
-        match self.inner.get(self.scratch) {
+        match self.inner.get(&*self.scratch) {
             Some(v) => self
                 .serdes
                 .values
@@ -252,7 +292,7 @@ impl<'a, K: 'static, V: 'static> KeyValueStore<'a, K, V> {
                 self.scratch.clear();
                 self.serdes
                     .values
-                    .serialize_into(self.inner.name(), value, self.scratch)?;
+                    .serialize_into(self.inner.name(), value, &mut *self.scratch)?;
                 Some(Bytes::copy_from_slice(self.scratch))
             }
             None => None,

@@ -4,7 +4,7 @@
 //! allocation, no serialization); the topology checked at build time that the types match.
 
 use std::any::Any;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
 
@@ -66,7 +66,12 @@ pub enum StoreInstance {
     Window(Box<dyn WindowBytesStore>),
     /// A session store.
     Session(Box<dyn SessionBytesStore>),
+    /// A key-value store the tasks of an instance share (a global store).
+    Shared(SharedStore),
 }
+
+/// A key-value store several tasks use.
+pub type SharedStore = Arc<Mutex<Box<dyn KeyValueBytesStore>>>;
 
 impl StoreInstance {
     /// The writes since the last call.
@@ -75,6 +80,7 @@ impl StoreInstance {
             Self::KeyValue(s) => s.take_changelog(),
             Self::Window(s) => s.take_changelog(),
             Self::Session(s) => s.take_changelog(),
+            Self::Shared(s) => s.lock().unwrap_or_else(|e| e.into_inner()).take_changelog(),
         }
     }
 }
@@ -103,6 +109,8 @@ pub(crate) struct TaskState {
     pub(crate) partition: i32,
     pub(crate) application_id: Arc<str>,
     pub(crate) stores: Vec<StoreSlot>,
+    /// The global stores of the topology, which any processor may read.
+    pub(crate) globals: Vec<(StoreBuilder, SharedStore)>,
     /// Where the record being processed came from; `None` in a punctuation.
     pub(crate) metadata: Option<RecordMetadata>,
     /// The timestamp of the record being processed, or of the punctuation.

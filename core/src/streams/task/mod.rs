@@ -10,8 +10,8 @@
 pub(crate) mod graph;
 pub(crate) mod nodes;
 
-use std::collections::VecDeque;
-use std::sync::Arc;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
 
@@ -25,7 +25,7 @@ use crate::streams::topology::{BuildContext, NodeKind, Topology};
 use crate::streams::{StreamsError, TopologyError};
 use graph::{Graph, NodeSlot, StoreSlot, TaskState};
 
-pub use graph::StoreInstance;
+pub use graph::{SharedStore, StoreInstance};
 
 pub use nodes::{StreamPartitioner, TopicNameExtractor};
 
@@ -67,6 +67,25 @@ pub struct SinkRecord {
     pub headers: Vec<Header>,
 }
 
+/// The global stores of an application instance, shared by its tasks: created by the first
+/// task that needs one.
+#[derive(Clone, Default)]
+pub struct GlobalStores(Arc<Mutex<HashMap<String, SharedStore>>>);
+
+impl GlobalStores {
+    fn get_or_create(
+        &self,
+        definition: &StoreBuilder,
+        supplier: &dyn StoreSupplier,
+    ) -> SharedStore {
+        let mut stores = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        stores
+            .entry(definition.name().to_string())
+            .or_insert_with(|| Arc::new(Mutex::new(supplier.key_value("global", definition))))
+            .clone()
+    }
+}
+
 /// How a task is set up.
 #[derive(Clone)]
 pub struct TaskConfig {
@@ -78,6 +97,8 @@ pub struct TaskConfig {
     pub partitions: Option<PartitionCounts>,
     /// The wall-clock time at start.
     pub wall_clock: Timestamp,
+    /// The instance's global stores.
+    pub globals: GlobalStores,
 }
 
 impl TaskConfig {
@@ -88,6 +109,7 @@ impl TaskConfig {
             stores: Arc::new(InMemoryStores),
             partitions: None,
             wall_clock: 0,
+            globals: GlobalStores::default(),
         }
     }
 }
@@ -168,6 +190,9 @@ impl StreamTask {
                             .cloned()
                             .ok_or_else(|| TopologyError::Invalid(format!("no store {name}")))?;
                         let store = match definition.kind() {
+                            StoreKind::KeyValue if definition.is_global() => StoreInstance::Shared(
+                                config.globals.get_or_create(&definition, &*config.stores),
+                            ),
                             StoreKind::KeyValue => StoreInstance::KeyValue(
                                 config.stores.key_value(&task_name, &definition),
                             ),
@@ -209,9 +234,16 @@ impl StreamTask {
                 stores: node_stores,
             });
         }
+        let globals = topology
+            .stores
+            .iter()
+            .filter(|s| s.is_global())
+            .map(|d| (d.clone(), config.globals.get_or_create(d, &*config.stores)))
+            .collect();
         let graph = Graph {
             nodes,
             state: TaskState {
+                globals,
                 task_id: task_name,
                 partition: id.partition,
                 application_id: Arc::from(config.application_id.as_str()),

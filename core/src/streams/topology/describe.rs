@@ -26,7 +26,11 @@ pub(crate) fn describe(topology: &Topology) -> TopologyDescription {
     let mut text = String::from("Topologies:\n ");
     for (id, members) in topology.groups().into_iter().enumerate() {
         text.push_str("  ");
-        text.push_str(&subtopology(topology, id, &members));
+        if topology.is_global_group(&members) {
+            text.push_str(&global_store(topology, id, &members));
+        } else {
+            text.push_str(&subtopology(topology, id, &members));
+        }
     }
     TopologyDescription { text }
 }
@@ -105,6 +109,36 @@ fn subtopology(topology: &Topology, id: usize, members: &[usize]) -> String {
     }
     out.push('\n');
     out
+}
+
+/// A global store's group, as Kafka's `GlobalStore` prints it: its source and the processor
+/// that fills the store, with no blank line after.
+fn global_store(topology: &Topology, id: usize, members: &[usize]) -> String {
+    let source = members
+        .iter()
+        .map(|&m| &topology.nodes[m])
+        .find(|n| matches!(n.kind, NodeKind::Source { .. }));
+    let processor = members
+        .iter()
+        .map(|&m| &topology.nodes[m])
+        .find(|n| matches!(n.kind, NodeKind::Processor));
+    let (Some(source), Some(processor)) = (source, processor) else {
+        return format!("Sub-topology: {id} for global store (will not generate tasks)\n");
+    };
+    let NodeKind::Source { topics, .. } = &source.kind else {
+        unreachable!("found as a source");
+    };
+    format!(
+        "Sub-topology: {id} for global store (will not generate tasks)\n    \
+         Source: {} (topics: {})\n      --> {}\n    \
+         Processor: {} (stores: {})\n      --> none\n      <-- {}\n",
+        source.name,
+        hash_set_string(&topics[..1]),
+        processor.name,
+        processor.name,
+        hash_set_string(&processor.stores[..processor.stores.len().min(1)]),
+        source.name,
+    )
 }
 
 /// Kafka's `NodeComparator`: larger sub-trees first, then by name.

@@ -117,6 +117,9 @@ pub struct Subtopology {
     pub nodes: Vec<String>,
     /// The stores its processors use.
     pub stores: Vec<String>,
+    /// Whether it fills a global store (it runs once per instance, reading every partition
+    /// of its topic, and makes no tasks).
+    pub global: bool,
 }
 
 /// A graph of sources, processors and sinks with its stores: what an application runs.
@@ -125,6 +128,7 @@ pub struct Topology {
     pub(crate) nodes: Vec<NodeDef>,
     pub(crate) stores: Vec<StoreBuilder>,
     pub(crate) internal_topics: Vec<InternalTopic>,
+    pub(crate) global_topics: Vec<String>,
     by_name: HashMap<String, usize>,
 }
 
@@ -519,6 +523,7 @@ impl Topology {
         }
         Subtopology {
             id,
+            global: self.is_global_group(members),
             source_topics,
             nodes: members
                 .iter()
@@ -526,6 +531,16 @@ impl Topology {
                 .collect(),
             stores,
         }
+    }
+
+    /// Whether a group of nodes fills a global store: it reads a global topic.
+    pub(crate) fn is_global_group(&self, members: &[usize]) -> bool {
+        members.iter().any(|&i| match &self.nodes[i].kind {
+            NodeKind::Source { topics, .. } => {
+                topics.iter().any(|t| self.global_topics.contains(t))
+            }
+            _ => false,
+        })
     }
 }
 

@@ -16,6 +16,8 @@ import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.JoinWindows;
 import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.StreamJoined;
+import org.apache.kafka.streams.kstream.GlobalKTable;
+import org.apache.kafka.streams.kstream.Suppressed;
 import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Named;
@@ -53,7 +55,9 @@ public final class Catalog {
                 firstSeen(), hoppingCount(), slidingTotal(), sessionCount(), windowedReduce(),
                 streamJoin("inner"), streamJoin("left"), streamJoin("outer"),
                 streamTableJoin("inner"), streamTableJoin("left"),
-                tableJoin("inner"), tableJoin("left"), tableJoin("outer"))) {
+                tableJoin("inner"), tableJoin("left"), tableJoin("outer"),
+                tableGroupCount(), tableGroupReduce(), suppressWindowClose(), suppressTimeLimit(),
+                globalJoin("inner"), globalJoin("left"))) {
             all.put(s.name(), s);
         }
         return all;
@@ -471,6 +475,105 @@ public final class Catalog {
                 },
                 List.of(strings("customers"), strings("addresses")),
                 List.of(strings("customer-addresses")),
+                Catalog::order);
+    }
+
+    /** Users per city from a table of users' cities: moving a user updates two cities. */
+    static Scenario tableGroupCount() {
+        return new Scenario(
+                "table-group-count",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    builder.table("user-cities", stringsIn())
+                            .groupBy((user, city) -> KeyValue.pair(city, user),
+                                    Grouped.with(Serdes.String(), Serdes.String()))
+                            .count()
+                            .toStream()
+                            .to("users-per-city", longsOut());
+                    return builder.build();
+                },
+                List.of(strings("user-cities")),
+                List.of(longs("users-per-city")),
+                Catalog::order);
+    }
+
+    /** A region's total of account balances: reduce with an adder and a subtractor. */
+    static Scenario tableGroupReduce() {
+        return new Scenario(
+                "table-group-reduce",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    builder.table("balances", Consumed.with(Serdes.String(), Serdes.Long()),
+                                    Materialized.as("balances"))
+                            .groupBy((account, balance) -> KeyValue.pair(account.substring(0, 2), balance),
+                                    Grouped.with("by-region", Serdes.String(), Serdes.Long()))
+                            .reduce(Long::sum, (total, balance) -> total - balance,
+                                    Materialized.as("region-totals"))
+                            .toStream()
+                            .to("region-totals", longsOut());
+                    return builder.build();
+                },
+                List.of(longs("balances")),
+                List.of(longs("region-totals")),
+                i -> new Scenario.Event("balances", "eu-" + (i % 1000), null, i));
+    }
+
+    /** Counts in tumbling 10 s windows with 2 s grace, one final result per window. */
+    static Scenario suppressWindowClose() {
+        return new Scenario(
+                "suppress-window-close",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    builder.stream("clicks", stringsIn())
+                            .groupByKey()
+                            .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofSeconds(10), Duration.ofSeconds(2)))
+                            .count()
+                            .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()))
+                            .toStream()
+                            .to("final-counts", Produced.with(
+                                    WindowedSerdes.timeWindowedSerdeFrom(String.class, 10_000), Serdes.Long()));
+                    return builder.build();
+                },
+                List.of(strings("clicks")),
+                List.of(new Scenario.Topic<>("final-counts",
+                        JsonCodec.timeWindowedString(10_000), JsonCodec.LONG)),
+                Catalog::click);
+    }
+
+    /** A table's updates held for 5 s of stream time after each key's first held update. */
+    static Scenario suppressTimeLimit() {
+        return new Scenario(
+                "suppress-time-limit",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    builder.table("prices", Consumed.with(Serdes.String(), Serdes.Long()))
+                            .suppress(Suppressed.untilTimeLimit(Duration.ofSeconds(5),
+                                    Suppressed.BufferConfig.unbounded()))
+                            .toStream()
+                            .to("settled-prices", longsOut());
+                    return builder.build();
+                },
+                List.of(longs("prices")),
+                List.of(longs("settled-prices")),
+                i -> new Scenario.Event("prices", "item-" + (i % 1000), null, i));
+    }
+
+    /** Orders joined with a global table of products by the product the order names. */
+    static Scenario globalJoin(String kind) {
+        return new Scenario(
+                "global-join-" + kind,
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    KStream<String, String> orders = builder.stream("orders", stringsIn());
+                    GlobalKTable<String, String> products = builder.globalTable("products", stringsIn());
+                    KStream<String, String> out = kind.equals("inner")
+                            ? orders.join(products, (order, product) -> product, (o, p) -> o + ":" + p)
+                            : orders.leftJoin(products, (order, product) -> product, (o, p) -> o + ":" + p);
+                    out.to("priced-orders", stringsOut());
+                    return builder.build();
+                },
+                List.of(strings("orders"), strings("products")),
+                List.of(strings("priced-orders")),
                 Catalog::order);
     }
 
