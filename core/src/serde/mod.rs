@@ -22,26 +22,43 @@ use bytes::Bytes;
 pub use fixed::{F32Serde, F64Serde, I16Serde, I32Serde, I64Serde};
 pub use structured::{BincodeSerde, JsonSerde};
 
-/// Why bytes could not become a value, or a value bytes.
+/// Why bytes could not become a value, or a value bytes. Boxed, so that the results serdes
+/// return on every record stay small.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{serde} on topic {topic}: {reason}")]
-pub struct SerdeError {
-    /// Which serde failed.
-    pub serde: &'static str,
-    /// The topic (or store changelog) of the record.
-    pub topic: String,
-    /// What went wrong.
-    pub reason: String,
+#[error("{} on topic {}: {}", .0.serde, .0.topic, .0.reason)]
+pub struct SerdeError(Box<SerdeErrorDetail>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SerdeErrorDetail {
+    serde: &'static str,
+    topic: String,
+    reason: String,
 }
 
 impl SerdeError {
     /// An error of `serde` on `topic`.
+    #[cold]
     pub fn new(serde: &'static str, topic: &str, reason: impl Into<String>) -> Self {
-        Self {
+        Self(Box::new(SerdeErrorDetail {
             serde,
             topic: topic.to_string(),
             reason: reason.into(),
-        }
+        }))
+    }
+
+    /// Which serde failed.
+    pub fn serde(&self) -> &'static str {
+        self.0.serde
+    }
+
+    /// The topic (or store changelog) of the record.
+    pub fn topic(&self) -> &str {
+        &self.0.topic
+    }
+
+    /// What went wrong.
+    pub fn reason(&self) -> &str {
+        &self.0.reason
     }
 }
 

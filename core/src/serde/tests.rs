@@ -33,7 +33,7 @@ fn fixed_width_numbers_are_written_as_kafkas_serializers_write_them() {
 #[test]
 fn wrong_lengths_and_bad_text_are_errors_naming_the_topic() {
     let e = I64Serde.deserialize("counts", &[1, 2, 3]).unwrap_err();
-    assert_eq!(e.topic, "counts");
+    assert_eq!(e.topic(), "counts");
     assert!(
         e.to_string().contains("3 bytes where 8 were expected"),
         "{e}"

@@ -32,8 +32,8 @@ pub use processor::{
 };
 pub use record::{Change, Record, RecordMetadata};
 pub use task::{
-    GlobalStores, PartitionCounts, SharedStore, SinkRecord, StoreInstance, StreamPartitioner,
-    StreamTask, TaskConfig, TaskId, TimestampExtractor, TopicNameExtractor,
+    GlobalStores, Output, PartitionCounts, SharedStore, SinkRecord, StoreInstance,
+    StreamPartitioner, StreamTask, TaskConfig, TaskId, TimestampExtractor, TopicNameExtractor,
 };
 pub use topology::{InternalTopic, InternalTopicKind, Subtopology, Topology, TopologyDescription};
 pub use windowed::{SessionWindowedSerde, TimeWindowedSerde, Windowed};

@@ -133,6 +133,7 @@ pub struct ProcessorContext<'a, KOut, VOut> {
 }
 
 impl<'a, KOut, VOut> ProcessorContext<'a, KOut, VOut> {
+    #[inline]
     pub(crate) fn new(graph: &'a mut Graph, node: usize) -> Self {
         Self {
             graph,
@@ -288,7 +289,7 @@ impl<'a, KOut, VOut> ProcessorContext<'a, KOut, VOut> {
         let StoreInstance::Window(store) = &mut state.stores[handle.0.index].store else {
             unreachable!("a window handle is made for a window store");
         };
-        WindowStore::new(&mut **store, &handle.0.serdes, &mut state.scratch)
+        WindowStore::new(&mut **store, &handle.0.serdes, &mut state.scratch.key)
     }
 
     /// A handle on the session store `name`.
@@ -309,7 +310,7 @@ impl<'a, KOut, VOut> ProcessorContext<'a, KOut, VOut> {
         let StoreInstance::Session(store) = &mut state.stores[handle.0.index].store else {
             unreachable!("a session handle is made for a session store");
         };
-        SessionStore::new(&mut **store, &handle.0.serdes, &mut state.scratch)
+        SessionStore::new(&mut **store, &handle.0.serdes, &mut state.scratch.key)
     }
 
     /// Reads the stores of this processor by name, for value getters of tables.
@@ -330,6 +331,7 @@ impl<'a, KOut, VOut> ProcessorContext<'a, KOut, VOut> {
 
 impl<KOut: Data, VOut: Data> ProcessorContext<'_, KOut, VOut> {
     /// Hands `record` to every child of this processor, in the order they were added.
+    #[inline]
     pub fn forward(&mut self, record: Record<KOut, VOut>) {
         self.graph.forward(self.node, record);
     }

@@ -7,11 +7,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use crate::log::{partition_for_key, Record, Timestamp};
 use crate::serde::Serde;
 use crate::streams::{
-    PartitionCounts, SinkRecord, StreamTask, StreamsError, TaskConfig, TaskId, Topology,
-    TopologyError,
+    PartitionCounts, StreamTask, StreamsError, TaskConfig, TaskId, Topology, TopologyError,
 };
 
 use super::topics::{TestInputTopic, TestKeyValueStore, TestOutputTopic};
@@ -118,28 +119,24 @@ impl DriverState {
     /// Moves what task `id` wrote into the topics.
     pub(crate) fn collect(&mut self, id: TaskId) -> Result<(), StreamsError> {
         let task = self.tasks.get_mut(&id).expect("the task exists");
-        let output = task.take_output();
         // The driver keeps no changelog topics: stores are read directly.
         let _ = task.take_changelog();
-        for SinkRecord {
-            topic,
-            partition,
-            key,
-            value,
-            timestamp,
-            headers,
-        } in output
-        {
-            self.write(
-                &topic,
-                partition,
-                Record {
-                    key,
-                    value,
-                    headers,
-                    timestamp,
-                },
-            )?;
+        let written: Vec<(String, Option<i32>, Record)> = task
+            .output()
+            .iter()
+            .map(|r| {
+                let record = Record {
+                    key: r.key.map(Bytes::copy_from_slice),
+                    value: r.value.map(Bytes::copy_from_slice),
+                    headers: r.headers.to_vec(),
+                    timestamp: r.timestamp,
+                };
+                (r.topic.to_string(), r.partition, record)
+            })
+            .collect();
+        task.clear_output();
+        for (topic, partition, record) in written {
+            self.write(&topic, partition, record)?;
         }
         Ok(())
     }

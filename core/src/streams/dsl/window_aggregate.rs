@@ -54,8 +54,8 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
         self.observed = self.observed.max(r.timestamp);
         let close = self.observed - self.windows.grace_ms();
         let send_old = self.send_old_values.load(Ordering::Relaxed);
-        let windows: Vec<Window> = self.windows.windows_for(r.timestamp).collect();
-        for window in windows {
+        let windows = self.windows;
+        for window in windows.windows_for(r.timestamp) {
             if window.end <= close {
                 ctx.record_dropped();
                 continue;

@@ -1,13 +1,12 @@
 //! Key-value stores: [`KeyValueBytesStore`] (what the engine needs of any store: point
 //! reads and writes, range and prefix scans in key order, and the changelog of its writes),
-//! [`InMemoryKeyValueStore`], and [`KeyValueStore`], the typed view processors use.
+//! and [`KeyValueStore`], the typed view processors use.
 
-use std::collections::BTreeMap;
-use std::ops::Bound;
 use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::Scratch;
 use crate::serde::{Serde, SerdeError};
 
 /// One write of a store, as its changelog topic carries it: the key and the new value, or
@@ -32,6 +31,27 @@ pub trait KeyValueBytesStore: Send {
     /// the changelog.
     fn put(&mut self, key: Bytes, value: Option<Bytes>);
 
+    /// Appends the value of `key` to `out`; `false` when there is none. What the typed view
+    /// reads with, so that a store can hand out a value without allocating.
+    fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> bool {
+        match self.get(key) {
+            Some(v) => {
+                out.extend_from_slice(&v);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// [`KeyValueBytesStore::put`] from borrowed bytes, which a store may copy without an
+    /// allocation per write.
+    fn put_slice(&mut self, key: &[u8], value: Option<&[u8]>) {
+        self.put(
+            Bytes::copy_from_slice(key),
+            value.map(Bytes::copy_from_slice),
+        );
+    }
+
     /// The entries with `from <= key <= to` (both bounds included, as Kafka's `range`), in key
     /// order.
     fn range(&self, from: &[u8], to: &[u8]) -> Vec<(Bytes, Bytes)>;
@@ -55,101 +75,6 @@ pub trait KeyValueBytesStore: Send {
 
     /// Applies a changelog record without recording it again (restoration).
     fn restore(&mut self, record: ChangelogRecord);
-}
-
-/// A key-value store in memory: a `BTreeMap` of bytes and the changelog of its writes.
-#[derive(Debug, Clone, Default)]
-pub struct InMemoryKeyValueStore {
-    name: String,
-    entries: BTreeMap<Bytes, Bytes>,
-    changelog: Vec<ChangelogRecord>,
-    logging: bool,
-}
-
-impl InMemoryKeyValueStore {
-    /// An empty store called `name`.
-    pub fn new(name: impl Into<String>) -> Self {
-        Self {
-            name: name.into(),
-            logging: true,
-            ..Self::default()
-        }
-    }
-
-    /// The same store recording its writes in the changelog (the default) or not: a store
-    /// whose logging is disabled keeps no changelog to take.
-    pub fn with_logging(mut self, logging: bool) -> Self {
-        self.logging = logging;
-        self
-    }
-
-    fn apply(&mut self, key: Bytes, value: Option<Bytes>) {
-        match value {
-            Some(v) => {
-                self.entries.insert(key, v);
-            }
-            None => {
-                self.entries.remove(&key);
-            }
-        }
-    }
-}
-
-fn collect<'a>(entries: impl Iterator<Item = (&'a Bytes, &'a Bytes)>) -> Vec<(Bytes, Bytes)> {
-    entries.map(|(k, v)| (k.clone(), v.clone())).collect()
-}
-
-impl KeyValueBytesStore for InMemoryKeyValueStore {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn get(&self, key: &[u8]) -> Option<Bytes> {
-        self.entries.get(key).cloned()
-    }
-
-    fn put(&mut self, key: Bytes, value: Option<Bytes>) {
-        if self.logging {
-            self.changelog.push(ChangelogRecord {
-                key: key.clone(),
-                value: value.clone(),
-            });
-        }
-        self.apply(key, value);
-    }
-
-    fn range(&self, from: &[u8], to: &[u8]) -> Vec<(Bytes, Bytes)> {
-        if from > to {
-            return Vec::new();
-        }
-        let bounds: (Bound<&[u8]>, Bound<&[u8]>) = (Bound::Included(from), Bound::Included(to));
-        collect(self.entries.range::<[u8], _>(bounds))
-    }
-
-    fn prefix_scan(&self, prefix: &[u8]) -> Vec<(Bytes, Bytes)> {
-        let from: (Bound<&[u8]>, Bound<&[u8]>) = (Bound::Included(prefix), Bound::Unbounded);
-        collect(
-            self.entries
-                .range::<[u8], _>(from)
-                .take_while(|(k, _)| k.starts_with(prefix)),
-        )
-    }
-
-    fn all(&self) -> Vec<(Bytes, Bytes)> {
-        collect(self.entries.iter())
-    }
-
-    fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    fn take_changelog(&mut self) -> Vec<ChangelogRecord> {
-        std::mem::take(&mut self.changelog)
-    }
-
-    fn restore(&mut self, record: ChangelogRecord) {
-        self.apply(record.key, record.value);
-    }
 }
 
 /// The serdes of a store's keys and values.
@@ -201,7 +126,7 @@ impl std::ops::DerefMut for StoreRef<'_> {
 pub struct KeyValueStore<'a, K, V> {
     inner: StoreRef<'a>,
     serdes: &'a KeyValueSerdes<K, V>,
-    scratch: &'a mut Vec<u8>,
+    scratch: &'a mut Scratch,
 }
 
 impl<K, V> std::fmt::Debug for KeyValueStore<'_, K, V> {
@@ -218,7 +143,7 @@ impl<'a, K: 'static, V: 'static> KeyValueStore<'a, K, V> {
     pub fn new(
         inner: &'a mut (dyn KeyValueBytesStore + 'static),
         serdes: &'a KeyValueSerdes<K, V>,
-        scratch: &'a mut Vec<u8>,
+        scratch: &'a mut Scratch,
     ) -> Self {
         Self {
             inner: StoreRef::Borrowed(inner),
@@ -231,7 +156,7 @@ impl<'a, K: 'static, V: 'static> KeyValueStore<'a, K, V> {
     pub(crate) fn locked(
         inner: std::sync::MutexGuard<'a, Box<dyn KeyValueBytesStore>>,
         serdes: &'a KeyValueSerdes<K, V>,
-        scratch: &'a mut Vec<u8>,
+        scratch: &'a mut Scratch,
     ) -> Self {
         Self {
             inner: StoreRef::Locked(inner),
@@ -251,10 +176,10 @@ impl<'a, K: 'static, V: 'static> KeyValueStore<'a, K, V> {
     }
 
     fn key_into_scratch(&mut self, key: &K) -> Result<(), SerdeError> {
-        self.scratch.clear();
+        self.scratch.key.clear();
         self.serdes
             .keys
-            .serialize_into(self.inner.name(), key, &mut *self.scratch)
+            .serialize_into(self.inner.name(), key, &mut self.scratch.key)
     }
 
     fn decode(&self, entries: Vec<(Bytes, Bytes)>) -> Result<Vec<(K, V)>, SerdeError> {
@@ -273,31 +198,31 @@ impl<'a, K: 'static, V: 'static> KeyValueStore<'a, K, V> {
     /// The value of `key`.
     pub fn get(&mut self, key: &K) -> Result<Option<V>, SerdeError> {
         self.key_into_scratch(key)?;
-        match self.inner.get(&*self.scratch) {
-            Some(v) => self
-                .serdes
-                .values
-                .deserialize(self.inner.name(), &v)
-                .map(Some),
-            None => Ok(None),
+        let Scratch { key, value } = &mut *self.scratch;
+        value.clear();
+        if !self.inner.get_into(key, value) {
+            return Ok(None);
         }
+        self.serdes
+            .values
+            .deserialize(self.inner.name(), value)
+            .map(Some)
     }
 
     /// Writes `value` for `key`, or deletes `key` with `None`.
     pub fn put(&mut self, key: &K, value: Option<&V>) -> Result<(), SerdeError> {
         self.key_into_scratch(key)?;
-        let k = Bytes::copy_from_slice(self.scratch);
-        let v = match value {
-            Some(value) => {
-                self.scratch.clear();
+        let Scratch { key, value: bytes } = &mut *self.scratch;
+        match value {
+            Some(v) => {
+                bytes.clear();
                 self.serdes
                     .values
-                    .serialize_into(self.inner.name(), value, &mut *self.scratch)?;
-                Some(Bytes::copy_from_slice(self.scratch))
+                    .serialize_into(self.inner.name(), v, bytes)?;
+                self.inner.put_slice(key, Some(bytes));
             }
-            None => None,
-        };
-        self.inner.put(k, v);
+            None => self.inner.put_slice(key, None),
+        }
         Ok(())
     }
 

@@ -6,16 +6,28 @@
 //! timestamps, as the DSL's stores keep them.
 
 mod builder;
+mod changelog;
+mod in_memory;
 mod key_value;
 mod session;
+mod small_bytes;
 mod timestamped;
 mod typed;
 mod window;
 
 pub use builder::{InMemoryStores, StoreBuilder, StoreKind, StoreSupplier};
-pub use key_value::{
-    ChangelogRecord, InMemoryKeyValueStore, KeyValueBytesStore, KeyValueSerdes, KeyValueStore,
-};
+pub use in_memory::InMemoryKeyValueStore;
+pub use key_value::{ChangelogRecord, KeyValueBytesStore, KeyValueSerdes, KeyValueStore};
+
+/// The buffers a typed view of a store serializes keys and values into: kept by the task, so
+/// that a lookup allocates nothing.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    /// The serialized key.
+    pub key: Vec<u8>,
+    /// The serialized value.
+    pub value: Vec<u8>,
+}
 pub use session::{
     parse_session_store_key, session_store_key, InMemorySessionStore, SessionBytesStore,
 };

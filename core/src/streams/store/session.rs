@@ -81,6 +81,8 @@ pub struct InMemorySessionStore {
     observed: Timestamp,
     /// By key, end, start.
     sessions: BTreeMap<(Bytes, Timestamp, Timestamp), Bytes>,
+    /// The same sessions by end, to drop expired ones without a scan.
+    by_end: BTreeMap<(Timestamp, Bytes, Timestamp), ()>,
     changelog: Vec<ChangelogRecord>,
     logging: bool,
 }
@@ -93,6 +95,7 @@ impl InMemorySessionStore {
             retention,
             observed: i64::MIN,
             sessions: BTreeMap::new(),
+            by_end: BTreeMap::new(),
             changelog: Vec::new(),
             logging: true,
         }
@@ -116,16 +119,25 @@ impl InMemorySessionStore {
         if session.end < min_live {
             return;
         }
+        let by_end = (session.end, key.clone(), session.start);
         let k = (key, session.end, session.start);
         match value {
             Some(v) => {
+                self.by_end.insert(by_end, ());
                 self.sessions.insert(k, v);
             }
             None => {
+                self.by_end.remove(&by_end);
                 self.sessions.remove(&k);
             }
         }
-        self.sessions.retain(|(_, end, _), _| *end >= min_live);
+        while let Some(((end, _, _), _)) = self.by_end.first_key_value() {
+            if *end >= min_live {
+                break;
+            }
+            let ((end, key, start), _) = self.by_end.pop_first().expect("a first entry");
+            self.sessions.remove(&(key, end, start));
+        }
     }
 }
 

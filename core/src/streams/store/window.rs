@@ -4,11 +4,13 @@
 //! retention period (measured from the latest window start written) are dropped, as in Kafka's
 //! window stores.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeSet, HashMap};
 use std::ops::Bound;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use super::changelog::ChangelogBuffer;
+use super::small_bytes::{SeededHashing, SmallBytes};
 use super::ChangelogRecord;
 use crate::log::Timestamp;
 use crate::serde::SerdeError;
@@ -75,14 +77,17 @@ pub fn parse_window_store_key(bytes: &Bytes) -> Result<(Bytes, Timestamp, u32), 
     Ok((bytes.slice(..n), start, seq))
 }
 
-/// A window store in memory.
+/// A window store in memory: a hash map by key, start and sequence number for reads and
+/// writes, an ordered index by key then time for range fetches, and one by time for expiry.
 #[derive(Debug, Clone)]
 pub struct InMemoryWindowStore {
     name: String,
     retention: i64,
     observed: Timestamp,
-    windows: BTreeMap<(Bytes, Timestamp, u32), Bytes>,
-    changelog: Vec<ChangelogRecord>,
+    values: HashMap<(SmallBytes, Timestamp, u32), SmallBytes, SeededHashing>,
+    by_key: BTreeSet<(SmallBytes, Timestamp, u32)>,
+    by_start: BTreeSet<(Timestamp, SmallBytes, u32)>,
+    log: ChangelogBuffer,
     logging: bool,
 }
 
@@ -93,8 +98,10 @@ impl InMemoryWindowStore {
             name: name.into(),
             retention,
             observed: i64::MIN,
-            windows: BTreeMap::new(),
-            changelog: Vec::new(),
+            values: HashMap::default(),
+            by_key: BTreeSet::new(),
+            by_start: BTreeSet::new(),
+            log: ChangelogBuffer::default(),
             logging: true,
         }
     }
@@ -112,21 +119,38 @@ impl InMemoryWindowStore {
             .saturating_add(1)
     }
 
-    fn apply(&mut self, key: Bytes, start: Timestamp, seq: u32, value: Option<Bytes>) {
+    fn apply(&mut self, key: &[u8], start: Timestamp, seq: u32, value: Option<&[u8]>) {
         self.observed = self.observed.max(start);
         let min_live = self.min_live();
         if start < min_live {
             return;
         }
+        let id = (SmallBytes::copy(key), start, seq);
         match value {
-            Some(v) => {
-                self.windows.insert((key, start, seq), v);
-            }
+            Some(v) => match self.values.get_mut(&id) {
+                Some(old) => *old = SmallBytes::copy(v),
+                None => {
+                    self.by_key.insert(id.clone());
+                    self.by_start.insert((start, id.0.clone(), seq));
+                    self.values.insert(id, SmallBytes::copy(v));
+                }
+            },
             None => {
-                self.windows.remove(&(key, start, seq));
+                if self.values.remove(&id).is_some() {
+                    self.by_start.remove(&(start, id.0.clone(), seq));
+                    self.by_key.remove(&id);
+                }
             }
         }
-        self.windows.retain(|(_, s, _), _| *s >= min_live);
+        while let Some((s, _, _)) = self.by_start.first() {
+            if *s >= min_live {
+                break;
+            }
+            let (s, k, q) = self.by_start.pop_first().expect("a first entry");
+            let id = (k, s, q);
+            self.by_key.remove(&id);
+            self.values.remove(&id);
+        }
     }
 }
 
@@ -145,23 +169,22 @@ impl WindowBytesStore for InMemoryWindowStore {
         if expired {
             return;
         }
-        let key = Bytes::copy_from_slice(key);
         if self.logging {
-            self.changelog.push(ChangelogRecord {
-                key: window_store_key(&key, start, seq),
-                value: value.clone(),
-            });
+            self.log.push(
+                &[key, &start.to_be_bytes(), &seq.to_be_bytes()],
+                value.as_deref(),
+            );
         }
-        self.apply(key, start, seq, value);
+        self.apply(key, start, seq, value.as_deref());
     }
 
     fn fetch(&self, key: &[u8], start: Timestamp, seq: u32) -> Option<Bytes> {
         if start < self.min_live() {
             return None;
         }
-        self.windows
-            .get(&(Bytes::copy_from_slice(key), start, seq))
-            .cloned()
+        self.values
+            .get(&(SmallBytes::copy(key), start, seq))
+            .map(SmallBytes::to_bytes)
     }
 
     fn fetch_range(
@@ -174,37 +197,41 @@ impl WindowBytesStore for InMemoryWindowStore {
         if from > to {
             return Vec::new();
         }
-        let k = Bytes::copy_from_slice(key);
+        let k = SmallBytes::copy(key);
         let range = (
             Bound::Included((k.clone(), from, 0)),
             Bound::Included((k, to, u32::MAX)),
         );
-        self.windows
+        self.by_key
             .range(range)
-            .map(|((_, s, q), v)| (*s, *q, v.clone()))
+            .filter_map(|id| self.values.get(id).map(|v| (id.1, id.2, v.to_bytes())))
             .collect()
     }
 
     fn all(&self) -> Vec<(Bytes, Timestamp, Bytes)> {
         let min_live = self.min_live();
-        self.windows
+        self.by_key
             .iter()
-            .filter(|((_, s, _), _)| *s >= min_live)
-            .map(|((k, s, _), v)| (k.clone(), *s, v.clone()))
+            .filter(|(_, s, _)| *s >= min_live)
+            .filter_map(|id| {
+                self.values
+                    .get(id)
+                    .map(|v| (id.0.to_bytes(), id.1, v.to_bytes()))
+            })
             .collect()
     }
 
     fn len(&self) -> usize {
-        self.windows.len()
+        self.values.len()
     }
 
     fn take_changelog(&mut self) -> Vec<ChangelogRecord> {
-        std::mem::take(&mut self.changelog)
+        self.log.take()
     }
 
     fn restore(&mut self, record: ChangelogRecord) -> Result<(), SerdeError> {
         let (key, start, seq) = parse_window_store_key(&record.key)?;
-        self.apply(key, start, seq, record.value);
+        self.apply(&key, start, seq, record.value.as_deref());
         Ok(())
     }
 }
@@ -252,5 +279,8 @@ mod tests {
             (Bytes::from("key"), 0x0102, 7)
         );
         assert!(parse_window_store_key(&Bytes::from("short")).is_err());
+        let mut store = InMemoryWindowStore::new("w", 100);
+        store.put(b"key", 0x0102, 7, Some(Bytes::from("v")));
+        assert_eq!(store.take_changelog()[0].key, k);
     }
 }

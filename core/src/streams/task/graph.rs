@@ -6,14 +6,12 @@
 use std::any::Any;
 use std::sync::{Arc, Mutex};
 
-use bytes::{Bytes, BytesMut};
-
-use super::SinkRecord;
+use super::Output;
 use crate::log::Timestamp;
 use crate::streams::processor::{Punctuation, PunctuationType, ScheduleId};
 use crate::streams::record::RecordMetadata;
 use crate::streams::store::{
-    ChangelogRecord, KeyValueBytesStore, SessionBytesStore, StoreBuilder, WindowBytesStore,
+    ChangelogRecord, KeyValueBytesStore, Scratch, SessionBytesStore, StoreBuilder, WindowBytesStore,
 };
 use crate::streams::StreamsError;
 
@@ -120,10 +118,9 @@ pub(crate) struct TaskState {
     pub(crate) wall_clock: Timestamp,
     pub(crate) schedules: Vec<Schedule>,
     pub(crate) next_schedule: u64,
-    pub(crate) output: Vec<SinkRecord>,
-    /// Where sinks serialize keys and values before they are cut into `Bytes`.
-    pub(crate) scratch: Vec<u8>,
-    pub(crate) arena: BytesMut,
+    pub(crate) output: Output,
+    /// Where stores serialize keys for lookups.
+    pub(crate) scratch: Scratch,
     /// The first error of the record being processed: the task stops there.
     pub(crate) error: Option<StreamsError>,
     /// Records dropped by design (late for their window), by node name.
@@ -131,16 +128,6 @@ pub(crate) struct TaskState {
 }
 
 impl TaskState {
-    /// Copies `scratch` into the arena and returns it as `Bytes`: one allocation per arena
-    /// chunk, not per record.
-    pub(crate) fn freeze_scratch(&mut self) -> Bytes {
-        if self.arena.capacity() < self.scratch.len() {
-            self.arena.reserve(self.scratch.len().max(64 * 1024));
-        }
-        self.arena.extend_from_slice(&self.scratch);
-        self.arena.split().freeze()
-    }
-
     /// Counts a record `node` dropped on purpose.
     pub(crate) fn count_dropped(&mut self, node: &Arc<str>) {
         match self.dropped.iter_mut().find(|(n, _)| n == node) {
@@ -178,6 +165,7 @@ impl Graph {
     }
 
     /// Hands `value` (the input type of node `to`) to node `to`.
+    #[inline]
     pub(crate) fn deliver<T: 'static>(&mut self, to: usize, value: T) {
         if self.state.error.is_some() {
             return;
@@ -197,8 +185,20 @@ impl Graph {
         self.nodes[to].node = Some(node);
     }
 
+    /// Hands the raw record `record` to the source node `to`, which reads it in place.
+    pub(crate) fn deliver_raw(&mut self, to: usize, record: &mut crate::log::Record) {
+        let Some(mut node) = self.nodes[to].node.take() else {
+            return;
+        };
+        if let Err(e) = node.process(record, self, to) {
+            self.fail(e);
+        }
+        self.nodes[to].node = Some(node);
+    }
+
     /// Hands `value` to every child of `from`, in the order the children were added; the
     /// last child gets it without a copy.
+    #[inline]
     pub(crate) fn forward<T: Clone + 'static>(&mut self, from: usize, value: T) {
         let n = self.nodes[from].children.len();
         if n == 0 {

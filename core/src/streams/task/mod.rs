@@ -2,20 +2,21 @@
 //! deterministic machine. The caller hands it input records ([`StreamTask::add_record`]) and
 //! turns the crank ([`StreamTask::process`]); it takes the next record from the input with the
 //! smallest head timestamp, advances stream time, runs the record through the processors, and
-//! keeps what leaves: records for sinks and repartition topics ([`StreamTask::take_output`])
+//! keeps what leaves: records for sinks and repartition topics ([`StreamTask::output`])
 //! and store writes for changelog topics ([`StreamTask::take_changelog`]). Punctuations run
 //! on stream time as records are processed and on wall-clock time when the caller moves the
 //! clock. The `TestDriver` and the runtime drive the same engine.
 
 pub(crate) mod graph;
 pub(crate) mod nodes;
+mod output;
+
+pub use output::{Output, SinkRecord};
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use bytes::{Bytes, BytesMut};
-
-use crate::log::{Header, Offset, Timestamp};
+use crate::log::{Offset, Timestamp};
 use crate::streams::processor::{Punctuation, PunctuationType};
 use crate::streams::record::RecordMetadata;
 use crate::streams::store::{
@@ -48,23 +49,6 @@ where
     fn extract(&self, record: &crate::log::Record, partition_time: Timestamp) -> Timestamp {
         self(record, partition_time)
     }
-}
-
-/// A record leaving a task for a topic.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SinkRecord {
-    /// The topic's full name.
-    pub topic: Arc<str>,
-    /// The partition a custom partitioner chose; `None` for the default (murmur2 of the key).
-    pub partition: Option<i32>,
-    /// The serialized key.
-    pub key: Option<Bytes>,
-    /// The serialized value.
-    pub value: Option<Bytes>,
-    /// The record's timestamp.
-    pub timestamp: Timestamp,
-    /// Its headers.
-    pub headers: Vec<Header>,
 }
 
 /// The global stores of an application instance, shared by its tasks: created by the first
@@ -254,9 +238,8 @@ impl StreamTask {
                 wall_clock: config.wall_clock,
                 schedules: Vec::new(),
                 next_schedule: 0,
-                output: Vec::new(),
-                scratch: Vec::new(),
-                arena: BytesMut::new(),
+                output: Output::default(),
+                scratch: Default::default(),
                 error: None,
                 dropped: Vec::new(),
             },
@@ -337,17 +320,12 @@ impl StreamTask {
             return Ok(false);
         };
         let queue = &mut self.inputs[i];
-        let (offset, _, record) = queue.records.pop_front().expect("the queue has a head");
+        let (offset, _, mut record) = queue.records.pop_front().expect("the queue has a head");
         let node = queue.node;
-        let metadata = RecordMetadata {
-            topic: queue.topic.clone(),
-            partition: self.id.partition,
-            offset,
-        };
         if timestamp < 0 {
             return Err(StreamsError::InvalidTimestamp {
-                topic: metadata.topic.to_string(),
-                partition: metadata.partition,
+                topic: queue.topic.to_string(),
+                partition: self.id.partition,
                 offset,
                 timestamp,
             });
@@ -355,8 +333,19 @@ impl StreamTask {
         let state = &mut self.graph.state;
         state.stream_time = state.stream_time.max(timestamp);
         state.timestamp = timestamp;
-        state.metadata = Some(metadata);
-        self.graph.deliver(node, record);
+        // The topic is shared: only a record of another input takes a new reference to it.
+        match &mut state.metadata {
+            Some(m) if Arc::ptr_eq(&m.topic, &queue.topic) => m.offset = offset,
+            metadata => {
+                *metadata = Some(RecordMetadata {
+                    topic: queue.topic.clone(),
+                    partition: self.id.partition,
+                    offset,
+                })
+            }
+        }
+        self.graph.deliver_raw(node, &mut record);
+        drop(record);
         if let Some(e) = self.graph.state.error.take() {
             return Err(e);
         }
@@ -376,9 +365,15 @@ impl StreamTask {
         self.graph.state.stream_time
     }
 
-    /// The records sinks wrote since the last call, in the order they were written.
-    pub fn take_output(&mut self) -> Vec<SinkRecord> {
-        std::mem::take(&mut self.graph.state.output)
+    /// The records sinks wrote since the output was last cleared, in the order they were
+    /// written.
+    pub fn output(&self) -> &Output {
+        &self.graph.state.output
+    }
+
+    /// Forgets the output once the caller has taken it (the buffers are kept).
+    pub fn clear_output(&mut self) {
+        self.graph.state.output.clear();
     }
 
     /// The store writes since the last call, with their changelog topics.
@@ -423,7 +418,7 @@ impl StreamTask {
     }
 
     fn punctuate(&mut self, kind: PunctuationType, now: Timestamp) -> Result<(), StreamsError> {
-        if now < 0 {
+        if now < 0 || self.graph.state.schedules.is_empty() {
             return Ok(());
         }
         loop {
@@ -438,7 +433,7 @@ impl StreamTask {
             let Some((id, node)) = due else {
                 return Ok(());
             };
-            self.graph.state.metadata = None;
+            let saved = self.graph.state.metadata.take();
             self.graph.state.timestamp = now;
             self.graph.punctuate(
                 node,
@@ -448,6 +443,7 @@ impl StreamTask {
                     timestamp: now,
                 },
             );
+            self.graph.state.metadata = saved;
             if let Some(s) = self.graph.state.schedules.iter_mut().find(|s| s.id == id) {
                 let next = s.next + s.interval;
                 s.next = if now >= next { now + s.interval } else { next };

@@ -7,7 +7,6 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use super::graph::{Graph, Node};
-use super::SinkRecord;
 use crate::log::Timestamp;
 use crate::serde::{deserialize_nullable, serialize_nullable, Serde};
 use crate::streams::processor::{Data, Processor, ProcessorContext, Punctuation};
@@ -16,6 +15,7 @@ use crate::streams::StreamsError;
 
 /// Takes a node's input of type `T` out of `input`. The topology checks types when it is
 /// built, so another type is never expected; it is an error all the same, not a panic.
+#[inline]
 fn take_input<T: 'static>(
     input: &mut dyn Any,
     graph: &Graph,
@@ -96,7 +96,13 @@ impl<K: Data, V: Data> Node for SourceNode<K, V> {
         graph: &mut Graph,
         me: usize,
     ) -> Result<(), StreamsError> {
-        let raw = take_input::<crate::log::Record>(input, graph, me)?;
+        // The raw record is read in place: only its parts move.
+        let Some(raw) = input.downcast_mut::<crate::log::Record>() else {
+            return Err(StreamsError::Processor {
+                processor: graph.nodes[me].name.to_string(),
+                reason: "received a record of another type".into(),
+            });
+        };
         let topic = match &graph.state.metadata {
             Some(m) => m.topic.clone(),
             None => Arc::from(""),
@@ -107,7 +113,7 @@ impl<K: Data, V: Data> Node for SourceNode<K, V> {
             key,
             value,
             timestamp: graph.state.timestamp,
-            headers: raw.headers,
+            headers: std::mem::take(&mut raw.headers),
         };
         graph.forward(me, record);
         Ok(())
@@ -155,40 +161,62 @@ impl<K: Data, V: Data> Node for SinkNode<K, V> {
         me: usize,
     ) -> Result<(), StreamsError> {
         let record = take_input::<Record<K, V>>(input, graph, me)?;
-        let topic: Arc<str> = match &self.topic {
-            SinkTopic::Fixed(t) => t.clone(),
+        let chosen;
+        let topic: &Arc<str> = match &self.topic {
+            SinkTopic::Fixed(t) => t,
             SinkTopic::Chosen(choose) => {
-                Arc::from(choose(&record.key, &record.value, record.timestamp))
+                chosen = Arc::from(choose(&record.key, &record.value, record.timestamp));
+                &chosen
             }
-        };
-        let state = &mut graph.state;
-        state.scratch.clear();
-        let key = if serialize_nullable(&*self.keys, &topic, &record.key, &mut state.scratch)? {
-            Some(state.freeze_scratch())
-        } else {
-            None
-        };
-        state.scratch.clear();
-        let value = if serialize_nullable(&*self.values, &topic, &record.value, &mut state.scratch)?
-        {
-            Some(state.freeze_scratch())
-        } else {
-            None
         };
         let partition = match (&self.partitioner, &self.partitions) {
             (Some(choose), Some(counts)) => {
-                counts(&topic).and_then(|n| choose(&topic, &record.key, &record.value, n))
+                counts(topic).and_then(|n| choose(topic, &record.key, &record.value, n))
             }
             _ => None,
         };
-        state.output.push(SinkRecord {
-            topic,
-            partition,
-            key,
-            value,
-            timestamp: record.timestamp,
-            headers: record.headers,
-        });
+        let output = &mut graph.state.output;
+        let topic_index = output.topic_index(topic);
+        let data = output.data();
+        let start = data.len();
+        let key = write(&*self.keys, topic, &record.key, data);
+        let value =
+            key.and_then(|key| Ok((key, write(&*self.values, topic, &record.value, data)?)));
+        match value {
+            Ok((key, value)) => {
+                output.push(
+                    topic_index,
+                    partition,
+                    key,
+                    value,
+                    record.timestamp,
+                    record.headers,
+                );
+            }
+            Err(e) => {
+                // Nothing of a record that failed to serialize stays in the buffer.
+                output.data().truncate(start);
+                return Err(e.into());
+            }
+        }
         Ok(())
     }
+}
+
+/// Appends a key or value to the output buffer: its range, or `None` for a null.
+fn write<T: 'static>(
+    serde: &dyn Serde<Value = T>,
+    topic: &str,
+    value: &T,
+    data: &mut Vec<u8>,
+) -> Result<Option<(u32, u32)>, crate::serde::SerdeError> {
+    let start = data.len();
+    if !serialize_nullable(serde, topic, value, data)? {
+        return Ok(None);
+    }
+    let too_large =
+        || crate::serde::SerdeError::new(serde.name(), topic, "output larger than 4 GiB");
+    let from = u32::try_from(start).map_err(|_| too_large())?;
+    let len = u32::try_from(data.len() - start).map_err(|_| too_large())?;
+    Ok(Some((from, len)))
 }

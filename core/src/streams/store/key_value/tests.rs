@@ -5,6 +5,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::serde::{I64Serde, StringSerde};
+use crate::streams::store::{InMemoryKeyValueStore, Scratch};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -94,7 +95,7 @@ fn the_typed_view_serializes_keys_and_values_and_logs_every_write() {
         keys: Arc::new(StringSerde),
         values: Arc::new(I64Serde),
     };
-    let mut scratch = Vec::new();
+    let mut scratch = Scratch::default();
     let mut counts = KeyValueStore::new(&mut inner, &serdes, &mut scratch);
     counts.put(&"b".to_string(), Some(&2)).unwrap();
     counts.put(&"a".to_string(), Some(&1)).unwrap();

@@ -1,0 +1,159 @@
+//! The keys and values of in-memory stores: short ones (most are) are held inline, so that
+//! writing one allocates nothing and comparing keys follows no pointer; longer ones are shared
+//! `Bytes`. Ordered and hashed as their bytes.
+
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+
+use bytes::Bytes;
+
+/// How many bytes a key may have and still be held inline.
+const INLINE: usize = 30;
+
+/// Bytes of an in-memory store.
+#[derive(Clone)]
+pub(crate) enum SmallBytes {
+    Inline { len: u8, bytes: [u8; INLINE] },
+    Shared(Bytes),
+}
+
+impl SmallBytes {
+    /// `bytes`, copied: inline when short.
+    pub(crate) fn copy(bytes: &[u8]) -> Self {
+        if bytes.len() <= INLINE {
+            let mut inline = [0u8; INLINE];
+            inline[..bytes.len()].copy_from_slice(bytes);
+            Self::Inline {
+                len: bytes.len() as u8,
+                bytes: inline,
+            }
+        } else {
+            Self::Shared(Bytes::copy_from_slice(bytes))
+        }
+    }
+
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        match self {
+            Self::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Self::Shared(b) => b,
+        }
+    }
+
+    pub(crate) fn to_bytes(&self) -> Bytes {
+        match self {
+            Self::Inline { .. } => Bytes::copy_from_slice(self.as_slice()),
+            Self::Shared(b) => b.clone(),
+        }
+    }
+}
+
+impl std::fmt::Debug for SmallBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", Bytes::copy_from_slice(self.as_slice()))
+    }
+}
+
+impl Borrow<[u8]> for SmallBytes {
+    fn borrow(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl std::hash::Hash for SmallBytes {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // As `[u8]` hashes, so that lookups by slice find what was inserted.
+        self.as_slice().hash(state);
+    }
+}
+
+impl PartialEq for SmallBytes {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for SmallBytes {}
+
+impl PartialOrd for SmallBytes {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for SmallBytes {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.as_slice().cmp(other.as_slice())
+    }
+}
+
+/// A fast hasher for store keys, seeded at random per store (as `foldhash` and hashbrown's
+/// default do): cheap for short keys, and not predictable from outside the process.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SeededHashing(u64);
+
+impl Default for SeededHashing {
+    fn default() -> Self {
+        use std::hash::BuildHasher;
+        Self(std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64) | 1)
+    }
+}
+
+impl std::hash::BuildHasher for SeededHashing {
+    type Hasher = SeededHasher;
+
+    fn build_hasher(&self) -> SeededHasher {
+        SeededHasher(self.0)
+    }
+}
+
+/// The hasher [`SeededHashing`] builds: multiply-and-fold over 8-byte words.
+pub(crate) struct SeededHasher(u64);
+
+impl SeededHasher {
+    #[inline]
+    fn mix(&mut self, word: u64) {
+        let m = u128::from(self.0 ^ word) * 0x9E37_79B9_7F4A_7C15_u128;
+        self.0 = (m as u64) ^ ((m >> 64) as u64);
+    }
+}
+
+impl std::hash::Hasher for SeededHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            self.mix(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; 8];
+            last[..rest.len()].copy_from_slice(rest);
+            self.mix(u64::from_le_bytes(last));
+        }
+    }
+
+    #[inline]
+    fn write_usize(&mut self, n: usize) {
+        self.mix(n as u64);
+    }
+
+    #[inline]
+    fn write_u64(&mut self, n: u64) {
+        self.mix(n);
+    }
+
+    #[inline]
+    fn write_u32(&mut self, n: u32) {
+        self.mix(u64::from(n));
+    }
+
+    #[inline]
+    fn write_i64(&mut self, n: i64) {
+        self.mix(n as u64);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}

@@ -1,0 +1,114 @@
+//! What a task's sinks write: one buffer of bytes for all the keys and values written since
+//! the output was last cleared, and the records as ranges of it, so that writing a record
+//! allocates nothing; the producer (or the `TestDriver`) copies from the buffer.
+
+use std::sync::Arc;
+
+use crate::log::{Header, Timestamp};
+
+/// A record a sink wrote, as the task keeps it.
+#[derive(Debug, Clone)]
+struct Written {
+    topic: u32,
+    partition: Option<i32>,
+    key: Option<(u32, u32)>,
+    value: Option<(u32, u32)>,
+    timestamp: Timestamp,
+    headers: Vec<Header>,
+}
+
+/// The records a task's sinks wrote since the output was last cleared.
+#[derive(Debug, Default)]
+pub struct Output {
+    data: Vec<u8>,
+    records: Vec<Written>,
+    topics: Vec<Arc<str>>,
+}
+
+/// A record leaving a task for a topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SinkRecord<'a> {
+    /// The topic's full name.
+    pub topic: &'a str,
+    /// The partition a custom partitioner chose; `None` for the default (murmur2 of the key).
+    pub partition: Option<i32>,
+    /// The serialized key.
+    pub key: Option<&'a [u8]>,
+    /// The serialized value.
+    pub value: Option<&'a [u8]>,
+    /// The record's timestamp.
+    pub timestamp: Timestamp,
+    /// Its headers.
+    pub headers: &'a [Header],
+}
+
+impl Output {
+    /// The number of records.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// The records, in the order they were written.
+    pub fn iter(&self) -> impl Iterator<Item = SinkRecord<'_>> + '_ {
+        let range = |r: Option<(u32, u32)>| {
+            r.map(|(from, len)| &self.data[from as usize..(from + len) as usize])
+        };
+        self.records.iter().map(move |w| SinkRecord {
+            topic: &self.topics[w.topic as usize],
+            partition: w.partition,
+            key: range(w.key),
+            value: range(w.value),
+            timestamp: w.timestamp,
+            headers: &w.headers,
+        })
+    }
+
+    /// Forgets every record, keeping the buffers for the next ones.
+    pub fn clear(&mut self) {
+        self.data.clear();
+        self.records.clear();
+    }
+
+    /// The buffer keys and values are written into, and where the next one starts.
+    pub(crate) fn data(&mut self) -> &mut Vec<u8> {
+        &mut self.data
+    }
+
+    /// The index of `topic` in the output's table of topics.
+    pub(crate) fn topic_index(&mut self, topic: &Arc<str>) -> u32 {
+        if let Some(i) = self
+            .topics
+            .iter()
+            .position(|t| Arc::ptr_eq(t, topic) || t == topic)
+        {
+            return i as u32;
+        }
+        self.topics.push(topic.clone());
+        (self.topics.len() - 1) as u32
+    }
+
+    /// Records a written record whose key and value are the given ranges of the buffer.
+    pub(crate) fn push(
+        &mut self,
+        topic: u32,
+        partition: Option<i32>,
+        key: Option<(u32, u32)>,
+        value: Option<(u32, u32)>,
+        timestamp: Timestamp,
+        headers: Vec<Header>,
+    ) {
+        self.records.push(Written {
+            topic,
+            partition,
+            key,
+            value,
+            timestamp,
+            headers,
+        });
+    }
+}
