@@ -1,0 +1,681 @@
+//! The Kafka Streams reference catalog (`tests/reference/streams/catalog`) on eddy's side:
+//! every scenario declared with eddy's DSL, and a runner that pipes a scenario's
+//! `input.jsonl` through eddy's `TestDriver` and writes what comes out as the catalog's JSON
+//! lines. The catalog tests compare that with Kafka Streams' results; the snapshot tests keep
+//! eddy's own results with several partitions.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use eddy::log::Header;
+use eddy::serde::{BytesSerde, I64Serde, Nullable, StringSerde};
+use eddy::streams::store::StoreBuilder;
+use eddy::streams::windows::{JoinWindows, SessionWindows, SlidingWindows, TimeWindows};
+use eddy::streams::{
+    Consumed, Grouped, Joined, Materialized, Named, Processor, ProcessorContext, Produced,
+    Punctuation, PunctuationType, Record, StreamJoined, StreamsBuilder, StreamsError, Topology,
+};
+use eddy::testing::{TestDriver, TestRecord};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// How a key or value is written in the catalog's JSON lines.
+#[derive(Clone, Copy)]
+pub enum Codec {
+    /// UTF-8, a JSON string.
+    String,
+    /// Kafka's 8-byte big-endian long, a JSON number.
+    Long,
+    /// A string key of a time window of this size, `{"key", "start", "end"}`.
+    TimeWindowed(i64),
+    /// A string key of a session window, `{"key", "start", "end"}`.
+    SessionWindowed,
+}
+
+impl Codec {
+    fn encode(self, json: &Value) -> Option<Bytes> {
+        match (self, json) {
+            (_, Value::Null) => None,
+            (Codec::String, Value::String(s)) => Some(Bytes::from(s.clone())),
+            (Codec::Long, Value::Number(n)) => Some(Bytes::copy_from_slice(
+                &n.as_i64().expect("a long").to_be_bytes(),
+            )),
+            (_, other) => panic!("cannot encode {other}"),
+        }
+    }
+
+    fn decode(self, bytes: Option<&Bytes>) -> Value {
+        let Some(bytes) = bytes else {
+            return Value::Null;
+        };
+        let long = |b: &[u8]| i64::from_be_bytes(b.try_into().expect("8 bytes"));
+        let text = |b: &[u8]| String::from_utf8(b.to_vec()).expect("UTF-8");
+        match self {
+            Codec::String => Value::String(text(bytes)),
+            Codec::Long => json!(long(bytes)),
+            Codec::TimeWindowed(size) => {
+                let (key, start) = bytes.split_at(bytes.len() - 8);
+                let start = long(start);
+                json!({"key": text(key), "start": start, "end": start + size})
+            }
+            Codec::SessionWindowed => {
+                let (key, times) = bytes.split_at(bytes.len() - 16);
+                json!({"key": text(key), "start": long(&times[8..]), "end": long(&times[..8])})
+            }
+        }
+    }
+}
+
+/// A scenario as eddy declares it.
+pub struct Scenario {
+    /// The topology.
+    pub topology: Topology,
+    /// The topics it reads, with the codecs of their keys and values.
+    pub inputs: Vec<(&'static str, Codec, Codec)>,
+    /// The topics it writes, in the order the runner drains them.
+    pub outputs: Vec<(&'static str, Codec, Codec)>,
+}
+
+fn strings() -> Consumed<String, String> {
+    Consumed::with(StringSerde, StringSerde)
+}
+
+/// The scenario `name`, built with eddy's DSL.
+pub fn scenario(name: &str) -> Scenario {
+    use Codec::{Long, SessionWindowed, String as Str, TimeWindowed};
+    let builder = StreamsBuilder::new();
+    let (inputs, outputs) = match name {
+        "word-count" => {
+            builder
+                .stream(
+                    "text-lines",
+                    Consumed::with(Nullable(StringSerde), StringSerde),
+                )
+                .flat_map_values(|line: String| java_split_words(&line.to_lowercase()))
+                .group_by(
+                    |_, word| word.clone(),
+                    Grouped::with(StringSerde, StringSerde),
+                )
+                .count(Materialized::named("counts"))
+                .to_stream()
+                .to("word-counts", Produced::default());
+            (
+                vec![("text-lines", Str, Str)],
+                vec![("word-counts", Str, Long)],
+            )
+        }
+        "stateless-chain" => {
+            builder
+                .stream("orders", Consumed::with(Nullable(StringSerde), StringSerde))
+                .filter_not(|_, v| v.starts_with("test"))
+                .map_values(|v| v.to_uppercase())
+                .select_key(|_, v| v[..1].to_string())
+                .peek(|_, _| {})
+                .to("orders-by-letter", Produced::with(StringSerde, StringSerde));
+            (
+                vec![("orders", Str, Str)],
+                vec![("orders-by-letter", Str, Str)],
+            )
+        }
+        "split-merge" => {
+            let mut branches = builder
+                .stream("orders", strings())
+                .named(Named::new("route-"))
+                .split()
+                .branch(|_, v| v.starts_with('a'), Some("a"))
+                .branch(|_, v| v.starts_with('b'), None)
+                .default_branch(None);
+            let a = branches.remove("route-a").expect("branch a");
+            let b = branches.remove("route-2").expect("branch 2");
+            a.merge(b).to("a-or-b", Produced::default());
+            branches
+                .remove("route-0")
+                .expect("default branch")
+                .map_values(|v| format!("other:{v}"))
+                .to("others", Produced::with(StringSerde, StringSerde));
+            (
+                vec![("orders", Str, Str)],
+                vec![("a-or-b", Str, Str), ("others", Str, Str)],
+            )
+        }
+        "table-filter" => {
+            builder
+                .table(
+                    "prices",
+                    Consumed::with(StringSerde, I64Serde),
+                    Materialized::named("prices"),
+                )
+                .filter(|_, v| *v >= 100)
+                .to_stream()
+                .to("expensive", Produced::default());
+            (vec![("prices", Str, Long)], vec![("expensive", Str, Long)])
+        }
+        "reduce-latest" => {
+            builder
+                .stream("orders", strings())
+                .group_by_key(Grouped::default())
+                .reduce(|agg, v| format!("{agg},{v}"), Materialized::default())
+                .to_stream()
+                .to("order-history", Produced::default());
+            (
+                vec![("orders", Str, Str)],
+                vec![("order-history", Str, Str)],
+            )
+        }
+        "aggregate-lengths" => {
+            builder
+                .stream("orders", strings())
+                .group_by_key(Grouped::default())
+                .aggregate(
+                    || 0i64,
+                    |_, v: String, total| total + v.len() as i64,
+                    Materialized::with(StringSerde, I64Serde),
+                )
+                .to_stream()
+                .to("lengths", Produced::default());
+            (vec![("orders", Str, Str)], vec![("lengths", Str, Long)])
+        }
+        "repartition-count" => {
+            builder
+                .stream("orders", strings())
+                .map(|k, v| (v, k))
+                .repartition(Grouped::with(StringSerde, StringSerde))
+                .group_by_key(Grouped::default())
+                .count(Materialized::default())
+                .to_stream()
+                .to("orders-per-item", Produced::default());
+            (
+                vec![("orders", Str, Str)],
+                vec![("orders-per-item", Str, Long)],
+            )
+        }
+        "named-chain" => {
+            builder
+                .stream("orders", strings().named("read-orders"))
+                .named(Named::new("drop-empty"))
+                .filter(|_, v| !v.is_empty())
+                .group_by(
+                    |_, v| v.clone(),
+                    Grouped::with(StringSerde, StringSerde).named("by-item"),
+                )
+                .named(Named::new("count-items"))
+                .count(Materialized::named("item-counts"))
+                .named(Named::new("item-count-updates"))
+                .to_stream()
+                .to("item-counts", Produced::default().named("write-counts"));
+            (vec![("orders", Str, Str)], vec![("item-counts", Str, Long)])
+        }
+        "first-seen" => {
+            builder.add_state_store(StoreBuilder::key_value("seen", StringSerde, StringSerde));
+            builder
+                .stream("orders", strings())
+                .process(|| FirstSeen { seen: None }, &["seen"])
+                .to("first-orders", Produced::with(StringSerde, StringSerde));
+            (vec![("orders", Str, Str)], vec![("first-orders", Str, Str)])
+        }
+        "windowed-count" => {
+            builder
+                .stream("clicks", strings())
+                .group_by_key(Grouped::default())
+                .windowed_by(
+                    TimeWindows::of_size_and_grace(Duration::from_secs(10), Duration::from_secs(5))
+                        .expect("windows"),
+                )
+                .count(Materialized::named("clicks-per-window"))
+                .to_stream()
+                .to("clicks-per-window", Produced::default());
+            (
+                vec![("clicks", Str, Str)],
+                vec![("clicks-per-window", TimeWindowed(10_000), Long)],
+            )
+        }
+        "hopping-count" => {
+            builder
+                .stream("clicks", strings())
+                .group_by_key(Grouped::default())
+                .windowed_by(
+                    TimeWindows::of_size_with_no_grace(Duration::from_secs(10))
+                        .and_then(|w| w.advance_by(Duration::from_secs(5)))
+                        .expect("windows"),
+                )
+                .count(Materialized::default())
+                .to_stream()
+                .to("hopping-counts", Produced::default());
+            (
+                vec![("clicks", Str, Str)],
+                vec![("hopping-counts", TimeWindowed(10_000), Long)],
+            )
+        }
+        "sliding-total" => {
+            builder
+                .stream("clicks", strings())
+                .group_by_key(Grouped::default())
+                .windowed_by_sliding(
+                    SlidingWindows::of_time_difference_and_grace(
+                        Duration::from_secs(5),
+                        Duration::from_secs(2),
+                    )
+                    .expect("windows"),
+                )
+                .aggregate(
+                    || 0i64,
+                    |_, v: String, total| total + v.len() as i64,
+                    Materialized::named("sliding-totals").with_value_serde(I64Serde),
+                )
+                .to_stream()
+                .to("sliding-totals", Produced::default());
+            (
+                vec![("clicks", Str, Str)],
+                vec![("sliding-totals", TimeWindowed(5_000), Long)],
+            )
+        }
+        "session-count" => {
+            builder
+                .stream("clicks", strings())
+                .group_by_key(Grouped::default())
+                .windowed_by_session(
+                    SessionWindows::of_inactivity_gap_and_grace(
+                        Duration::from_secs(5),
+                        Duration::from_secs(1),
+                    )
+                    .expect("windows"),
+                )
+                .count(Materialized::named("sessions"))
+                .to_stream()
+                .to("session-counts", Produced::default());
+            (
+                vec![("clicks", Str, Str)],
+                vec![("session-counts", SessionWindowed, Long)],
+            )
+        }
+        "windowed-reduce" => {
+            builder
+                .stream("clicks", strings())
+                .group_by_key(Grouped::default())
+                .windowed_by(
+                    TimeWindows::of_size_and_grace(Duration::from_secs(10), Duration::from_secs(2))
+                        .expect("windows"),
+                )
+                .reduce(|a, b| format!("{a}+{b}"), Materialized::default())
+                .to_stream()
+                .to("page-trails", Produced::default());
+            (
+                vec![("clicks", Str, Str)],
+                vec![("page-trails", TimeWindowed(10_000), Str)],
+            )
+        }
+        "stream-join-inner" | "stream-join-left" | "stream-join-outer" => {
+            let orders = builder.stream("orders", strings());
+            let payments = builder.stream("payments", strings());
+            let windows = JoinWindows::of_time_difference_and_grace(
+                Duration::from_secs(5),
+                Duration::from_secs(2),
+            )
+            .expect("windows");
+            let joined = || StreamJoined::with(StringSerde, StringSerde, StringSerde);
+            let text = |v: Option<&String>| v.map_or("null".to_string(), String::clone);
+            let out = match name {
+                "stream-join-inner" => {
+                    orders.join(payments, |o, p| format!("{o}/{p}"), windows, joined())
+                }
+                "stream-join-left" => orders.left_join(
+                    payments,
+                    move |o, p| format!("{o}/{}", text(p)),
+                    windows,
+                    joined(),
+                ),
+                _ => orders.outer_join(
+                    payments,
+                    move |o, p| format!("{}/{}", text(o), text(p)),
+                    windows,
+                    joined(),
+                ),
+            };
+            out.to("paid-orders", Produced::with(StringSerde, StringSerde));
+            (
+                vec![("orders", Str, Str), ("payments", Str, Str)],
+                vec![("paid-orders", Str, Str)],
+            )
+        }
+        "stream-table-join-inner" | "stream-table-join-left" => {
+            let orders = builder.stream("orders", strings());
+            let customers = builder.table("customers", strings(), Materialized::default());
+            let out = if name.ends_with("inner") {
+                orders.join_table(&customers, |o, c| format!("{o}@{c}"), Joined::default())
+            } else {
+                orders.left_join_table(
+                    &customers,
+                    |o, c| format!("{o}@{}", c.map_or("null", String::as_str)),
+                    Joined::default(),
+                )
+            };
+            out.to("enriched-orders", Produced::with(StringSerde, StringSerde));
+            (
+                vec![("orders", Str, Str), ("customers", Str, Str)],
+                vec![("enriched-orders", Str, Str)],
+            )
+        }
+        "table-join-inner" | "table-join-left" | "table-join-outer" => {
+            let customers = builder.table("customers", strings(), Materialized::named("customers"));
+            let addresses = builder.table("addresses", strings(), Materialized::default());
+            let text = |v: Option<&String>| v.map_or("null".to_string(), String::clone);
+            let out = match name {
+                "table-join-inner" => customers.join(
+                    &addresses,
+                    |c, a| format!("{c}@{a}"),
+                    Materialized::default(),
+                ),
+                "table-join-left" => customers.left_join(
+                    &addresses,
+                    move |c, a| format!("{c}@{}", text(a)),
+                    Materialized::default(),
+                ),
+                _ => customers.outer_join(
+                    &addresses,
+                    move |c, a| format!("{}@{}", text(c), text(a)),
+                    Materialized::default(),
+                ),
+            };
+            out.to_stream().to(
+                "customer-addresses",
+                Produced::with(StringSerde, Nullable(StringSerde)),
+            );
+            (
+                vec![("customers", Str, Str), ("addresses", Str, Str)],
+                vec![("customer-addresses", Str, Str)],
+            )
+        }
+        "table-group-count" => {
+            builder
+                .table("user-cities", strings(), Materialized::default())
+                .group_by(
+                    |user, city| (city.clone(), user.clone()),
+                    Grouped::with(StringSerde, StringSerde),
+                )
+                .count(Materialized::default())
+                .to_stream()
+                .to(
+                    "users-per-city",
+                    Produced::with(StringSerde, Nullable(I64Serde)),
+                );
+            (
+                vec![("user-cities", Str, Str)],
+                vec![("users-per-city", Str, Long)],
+            )
+        }
+        "table-group-reduce" => {
+            builder
+                .table(
+                    "balances",
+                    Consumed::with(StringSerde, I64Serde),
+                    Materialized::named("balances"),
+                )
+                .group_by(
+                    |account, balance| (account[..2].to_string(), *balance),
+                    Grouped::with(StringSerde, I64Serde).named("by-region"),
+                )
+                .reduce(
+                    |total, b| total + b,
+                    |total, b| total - b,
+                    Materialized::named("region-totals"),
+                )
+                .to_stream()
+                .to("region-totals", Produced::default());
+            (
+                vec![("balances", Str, Long)],
+                vec![("region-totals", Str, Long)],
+            )
+        }
+        "suppress-window-close" => {
+            builder
+                .stream("clicks", strings())
+                .group_by_key(Grouped::default())
+                .windowed_by(
+                    TimeWindows::of_size_and_grace(Duration::from_secs(10), Duration::from_secs(2))
+                        .expect("windows"),
+                )
+                .count(Materialized::default())
+                .suppress_until_window_closes()
+                .to_stream()
+                .to("final-counts", Produced::default());
+            (
+                vec![("clicks", Str, Str)],
+                vec![("final-counts", TimeWindowed(10_000), Long)],
+            )
+        }
+        "suppress-time-limit" => {
+            builder
+                .table(
+                    "prices",
+                    Consumed::with(StringSerde, I64Serde),
+                    Materialized::default(),
+                )
+                .suppress_until_time_limit(5_000)
+                .to_stream()
+                .to("settled-prices", Produced::default());
+            (
+                vec![("prices", Str, Long)],
+                vec![("settled-prices", Str, Long)],
+            )
+        }
+        "global-join-inner" | "global-join-left" => {
+            let orders = builder.stream("orders", strings());
+            let products = builder.global_table("products", strings(), Materialized::default());
+            let out = if name.ends_with("inner") {
+                orders.join_global(
+                    &products,
+                    |_, product| product.clone(),
+                    |o, p| format!("{o}:{p}"),
+                )
+            } else {
+                orders.left_join_global(
+                    &products,
+                    |_, product| product.clone(),
+                    |o, p| format!("{o}:{}", p.map_or("null", String::as_str)),
+                )
+            };
+            out.to("priced-orders", Produced::with(StringSerde, StringSerde));
+            (
+                vec![("orders", Str, Str), ("products", Str, Str)],
+                vec![("priced-orders", Str, Str)],
+            )
+        }
+        other => panic!("the catalog scenario {other} has no eddy topology here"),
+    };
+    Scenario {
+        topology: builder.build().expect("the topology builds"),
+        inputs,
+        outputs,
+    }
+}
+
+/// Java's `line.split("\\W+")`: runs of non-word characters separate words; a leading
+/// separator gives an empty first word, trailing ones give nothing.
+fn java_split_words(line: &str) -> Vec<String> {
+    let mut words: Vec<String> = Vec::new();
+    let mut word = String::new();
+    let mut in_separator = false;
+    for c in line.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            if in_separator {
+                words.push(std::mem::take(&mut word));
+                in_separator = false;
+            }
+            word.push(c);
+        } else {
+            in_separator = true;
+        }
+    }
+    words.push(word);
+    while words.len() > 1 && words.last().is_some_and(String::is_empty) {
+        words.pop();
+    }
+    words
+}
+
+/// The catalog's Processor API scenario: forwards the first value of each key and, every
+/// 1,000 ms of stream time, how many keys it has seen.
+struct FirstSeen {
+    seen: Option<eddy::streams::KeyValueStoreHandle<String, String>>,
+}
+
+impl Processor<String, String, String, String> for FirstSeen {
+    fn init(&mut self, ctx: &mut ProcessorContext<'_, String, String>) -> Result<(), StreamsError> {
+        self.seen = Some(ctx.key_value_store_handle("seen")?);
+        ctx.schedule(1000, PunctuationType::StreamTime);
+        Ok(())
+    }
+
+    fn process(
+        &mut self,
+        record: Record<String, String>,
+        ctx: &mut ProcessorContext<'_, String, String>,
+    ) -> Result<(), StreamsError> {
+        let handle = self.seen.as_ref().expect("initialized");
+        let first = {
+            let mut seen = ctx.key_value_store(handle);
+            let first = seen.get(&record.key)?.is_none();
+            if first {
+                seen.put(&record.key, Some(&record.value))?;
+            }
+            first
+        };
+        if first {
+            ctx.forward(record);
+        }
+        Ok(())
+    }
+
+    fn punctuate(
+        &mut self,
+        punctuation: Punctuation,
+        ctx: &mut ProcessorContext<'_, String, String>,
+    ) -> Result<(), StreamsError> {
+        let handle = self.seen.as_ref().expect("initialized");
+        let n = ctx.key_value_store(handle).len();
+        ctx.forward(Record::new(
+            "keys-seen".to_string(),
+            n.to_string(),
+            punctuation.timestamp,
+        ));
+        Ok(())
+    }
+}
+
+/// The catalog's folder.
+pub fn catalog() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("reference/streams/catalog")
+}
+
+/// The JSON lines of a file.
+pub fn read_lines(path: &PathBuf) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+/// Runs `name` through eddy's driver as Kafka's reference driver runs it: each input line
+/// piped in, then every output topic drained in the scenario's order. With more than one
+/// partition per topic, each output line also says its partition.
+pub fn run(name: &str, partitions: i32) -> Vec<Value> {
+    let s = scenario(name);
+    let driver = TestDriver::builder(s.topology)
+        .application_id(format!("reference-{name}"))
+        .partitions(partitions)
+        .build()
+        .expect("the driver starts");
+    let outputs: Vec<_> = s
+        .outputs
+        .iter()
+        .map(|&(topic, k, v)| {
+            let out = driver.create_output_topic(topic, Nullable(BytesSerde), Nullable(BytesSerde));
+            (topic, k, v, out)
+        })
+        .collect();
+    let mut lines = Vec::new();
+    for line in read_lines(&catalog().join(name).join("input.jsonl")) {
+        if let Some(ms) = line.get("advance_wall_clock_ms") {
+            driver
+                .advance_wall_clock_time(ms.as_i64().expect("ms"))
+                .expect("punctuation");
+        } else {
+            let topic = line["topic"].as_str().expect("a topic");
+            let &(_, kc, vc) = s
+                .inputs
+                .iter()
+                .find(|(t, _, _)| *t == topic)
+                .unwrap_or_else(|| panic!("{name} reads no topic {topic}"));
+            let headers = line
+                .get("headers")
+                .and_then(Value::as_object)
+                .map(|h| {
+                    h.iter()
+                        .map(|(k, v)| Header {
+                            key: k.clone(),
+                            value: v.as_str().map(|s| Bytes::from(s.to_string())),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let input =
+                driver.create_input_topic(topic, Nullable(BytesSerde), Nullable(BytesSerde));
+            input
+                .pipe_record(
+                    TestRecord::new(
+                        kc.encode(&line["key"]),
+                        vc.encode(&line["value"]),
+                        line["timestamp"].as_i64().expect("a timestamp"),
+                    )
+                    .with_headers(headers),
+                )
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        for (topic, kc, vc, out) in &outputs {
+            for r in out.read_records_to_list() {
+                let mut line = json!({
+                    "topic": topic,
+                    "key": kc.decode(r.key.as_ref()),
+                    "value": vc.decode(r.value.as_ref()),
+                    "timestamp": r.timestamp,
+                });
+                if partitions > 1 {
+                    line["partition"] = json!(r.partition);
+                }
+                if !r.headers.is_empty() {
+                    let headers: BTreeMap<String, Value> = r
+                        .headers
+                        .iter()
+                        .map(|h| {
+                            let v = h.value.as_ref().map_or(Value::Null, |v| {
+                                Value::String(String::from_utf8_lossy(v).into_owned())
+                            });
+                            (h.key.clone(), v)
+                        })
+                        .collect();
+                    line["headers"] = json!(headers);
+                }
+                lines.push(line);
+            }
+        }
+    }
+    lines
+}
+
+/// The names of the catalog's scenarios.
+pub fn scenarios() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(catalog())
+        .expect("the catalog")
+        .map(|e| {
+            e.expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    names
+}
