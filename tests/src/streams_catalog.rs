@@ -481,6 +481,63 @@ pub fn scenario(name: &str) -> Scenario {
                 vec![("priced-orders", Str, Str)],
             )
         }
+        "named-mixed" => {
+            let kept = builder
+                .stream("orders", strings().named("src"))
+                .named(Named::new("keep"))
+                .filter(|_, v| !v.is_empty())
+                .map_values(|v| v.to_uppercase());
+            kept.clone().to(
+                "upper-orders",
+                Produced::with(StringSerde, StringSerde).named("write-upper"),
+            );
+            kept.clone()
+                .group_by(
+                    |_, v| v.clone(),
+                    Grouped::with(StringSerde, StringSerde).named("by-item"),
+                )
+                .count(Materialized::default())
+                .named(Named::new("counts-out"))
+                .to_stream()
+                .to(
+                    "item-counts",
+                    Produced::with(StringSerde, Nullable(I64Serde)),
+                );
+            let prices = builder.table(
+                "prices",
+                strings().named("prices-in"),
+                Materialized::default(),
+            );
+            let payments = builder.stream("payments", strings());
+            kept.clone()
+                .join(
+                    payments,
+                    |o, p| format!("{o}/{p}"),
+                    JoinWindows::of_time_difference_with_no_grace(Duration::from_secs(5))
+                        .expect("windows"),
+                    StreamJoined::with(StringSerde, StringSerde, StringSerde).named("pay"),
+                )
+                .to("paid", Produced::with(StringSerde, StringSerde));
+            kept.left_join_table(
+                &prices,
+                |o, p| format!("{o}@{}", p.map_or("null", String::as_str)),
+                Joined::with(StringSerde, StringSerde).named("priced"),
+            )
+            .to("priced", Produced::with(StringSerde, StringSerde));
+            (
+                vec![
+                    ("orders", Str, Str),
+                    ("payments", Str, Str),
+                    ("prices", Str, Str),
+                ],
+                vec![
+                    ("upper-orders", Str, Str),
+                    ("item-counts", Str, Long),
+                    ("paid", Str, Str),
+                    ("priced", Str, Str),
+                ],
+            )
+        }
         other => panic!("the catalog scenario {other} has no eddy topology here"),
     };
     Scenario {

@@ -81,10 +81,7 @@ impl StreamsBuilder {
         topics: &[&str],
         consumed: Consumed<K, V>,
     ) -> KStream<K, V> {
-        let name = consumed
-            .name
-            .clone()
-            .unwrap_or_else(|| self.new_name("KSTREAM-SOURCE-"));
+        let name = self.name(consumed.name.clone(), "KSTREAM-SOURCE-");
         let (Some(keys), Some(values)) = (consumed.keys.clone(), consumed.values.clone()) else {
             self.fail(TopologyError::MissingSerde {
                 node: name.clone(),
@@ -121,14 +118,8 @@ impl StreamsBuilder {
             .name
             .clone()
             .unwrap_or_else(|| self.new_store_name(&format!("{topic}-")));
-        let source = consumed
-            .name
-            .clone()
-            .unwrap_or_else(|| self.new_name("KSTREAM-SOURCE-"));
-        let table_source = match &consumed.name {
-            Some(n) => format!("{n}-table-source"),
-            None => self.new_name("KTABLE-SOURCE-"),
-        };
+        let source = self.name_with_suffix(consumed.name.as_deref(), "-source", "KSTREAM-SOURCE-");
+        let table_source = self.name(consumed.name.clone(), "KTABLE-SOURCE-");
         let keys = materialized.keys.clone().or(consumed.keys.clone());
         let values = materialized.values.clone().or(consumed.values.clone());
         let (Some(keys), Some(values)) = (keys, values) else {
@@ -203,6 +194,23 @@ impl StreamsBuilder {
     }
 
     // ----- shared by the DSL -----
+
+    /// A processor's name: `given`, or one generated from `prefix`. Either way it takes the
+    /// next index, as Kafka Streams 4 does, so naming one node does not rename the others.
+    pub(crate) fn name(&self, given: Option<String>, prefix: &str) -> String {
+        let generated = self.new_name(prefix);
+        given.unwrap_or(generated)
+    }
+
+    /// [`StreamsBuilder::name`] for a name derived from a given one (`<given><suffix>`).
+    pub(crate) fn name_with_suffix(
+        &self,
+        given: Option<&str>,
+        suffix: &str,
+        prefix: &str,
+    ) -> String {
+        self.name(given.map(|g| format!("{g}{suffix}")), prefix)
+    }
 
     /// A generated processor name: `prefix` and the next index on ten digits.
     pub(crate) fn new_name(&self, prefix: &str) -> String {

@@ -40,14 +40,8 @@ impl StreamsBuilder {
             .name
             .clone()
             .unwrap_or_else(|| self.new_store_name(&format!("{topic}-")));
-        let source = match &consumed.name {
-            Some(n) => format!("{n}-table-source"),
-            None => self.new_name("KSTREAM-SOURCE-"),
-        };
-        let processor = consumed
-            .name
-            .clone()
-            .unwrap_or_else(|| self.new_name("KTABLE-SOURCE-"));
+        let source = self.name_with_suffix(consumed.name.as_deref(), "-source", "KSTREAM-SOURCE-");
+        let processor = self.name(consumed.name.clone(), "KTABLE-SOURCE-");
         let getter = ValueGetter::of_store(&store);
         let keys = materialized.keys.clone().or(consumed.keys.clone());
         let values = materialized.values.clone().or(consumed.values.clone());
@@ -149,10 +143,9 @@ impl<K: Data, V: Data> KStream<K, V> {
         joiner: GlobalJoiner<V, VG, R>,
     ) -> KStream<K, R> {
         // Kafka names both kinds of global join KSTREAM-LEFTJOIN-.
-        let name = match self.next_name.take() {
-            Some(n) => n,
-            None => self.builder.new_name("KSTREAM-LEFTJOIN-"),
-        };
+        let name = self
+            .builder
+            .name(self.next_name.take(), "KSTREAM-LEFTJOIN-");
         let getter = table.getter.clone();
         let parent = self.node.clone();
         self.builder.with_topology(|t| {

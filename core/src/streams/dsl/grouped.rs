@@ -161,10 +161,7 @@ impl<K: Data, V: Data> KGroupedStream<K, V> {
             Some(n) => n.clone(),
             None => builder.new_store_name(prefix),
         };
-        let name = match self.stream.next_name.take() {
-            Some(n) => n,
-            None => builder.new_name(prefix),
-        };
+        let name = builder.name(self.stream.next_name.take(), prefix);
         let parent = if self.repartition_required {
             let prefix = self.name.clone().unwrap_or_else(|| store.clone());
             self.stream

@@ -72,10 +72,7 @@ impl<K: Data, V: Data> KStream<K, V> {
     }
 
     fn name_or(&mut self, prefix: &str) -> String {
-        match self.next_name.take() {
-            Some(n) => n,
-            None => self.builder.new_name(prefix),
-        }
+        self.builder.name(self.next_name.take(), prefix)
     }
 
     /// Adds a processor after this stream and returns the stream it forwards.
@@ -315,10 +312,8 @@ impl<K: Data, V: Data> KStream<K, V> {
     }
 
     fn sink(mut self, target: SinkTarget<K, V>, produced: Produced<K, V>) {
-        let name = match produced.name.clone() {
-            Some(n) => n,
-            None => self.name_or("KSTREAM-SINK-"),
-        };
+        let given = produced.name.clone().or(self.next_name.take());
+        let name = self.builder.name(given, "KSTREAM-SINK-");
         let (Some(keys), Some(values)) = (
             produced.keys.clone().or(self.keys.clone()),
             produced.values.clone().or(self.values.clone()),
@@ -348,10 +343,8 @@ impl<K: Data, V: Data> KStream<K, V> {
     /// Sends the stream through a repartition topic (`<name>-repartition`, or a generated
     /// name), so that records are spread by their current key.
     pub fn repartition(mut self, grouped: Grouped<K, V>) -> Self {
-        let name = match grouped.name.clone() {
-            Some(n) => n,
-            None => self.name_or("KSTREAM-REPARTITION-"),
-        };
+        let given = grouped.name.clone().or(self.next_name.take());
+        let name = self.builder.name(given, "KSTREAM-REPARTITION-");
         let keys = grouped.keys.clone().or(self.keys.clone());
         let values = grouped.values.clone().or(self.values.clone());
         let source = self.repartition_through(&name, keys.clone(), values.clone());
@@ -459,9 +452,7 @@ impl<K: Data, V: Data> KStream<K, V> {
 
     /// Splits the stream into branches by predicates (Kafka's `split`).
     pub fn split(mut self) -> BranchedKStream<K, V> {
-        // Kafka burns an index for the splitter even when it is named.
-        let generated = self.builder.new_name("KSTREAM-BRANCH-");
-        let name = self.next_name.take().unwrap_or(generated);
+        let name = self.name_or("KSTREAM-BRANCH-");
         let shared: Arc<Mutex<SplitState<K, V>>> = Arc::new(Mutex::new(SplitState {
             predicates: Vec::new(),
             children: Vec::new(),

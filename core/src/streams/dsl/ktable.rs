@@ -108,10 +108,7 @@ impl<K: Data, V: Data> KTable<K, V> {
     }
 
     fn name_or(&mut self, prefix: &str) -> String {
-        match self.next_name.take() {
-            Some(n) => n,
-            None => self.builder.new_name(prefix),
-        }
+        self.builder.name(self.next_name.take(), prefix)
     }
 
     fn then<V2: Data, P: Processor<K, Change<V>, K, Change<V2>>>(
@@ -236,10 +233,7 @@ impl<K: Data, V: Data> KTable<K, V> {
     /// The table of a stream (`KStream::to_table`).
     pub(crate) fn from_stream(mut stream: KStream<K, V>, materialized: Materialized<K, V>) -> Self {
         let builder = stream.builder.clone();
-        let name = match stream.next_name.take() {
-            Some(n) => n,
-            None => builder.new_name("KSTREAM-TOTABLE-"),
-        };
+        let name = builder.name(stream.next_name.take(), "KSTREAM-TOTABLE-");
         let store = materialized
             .name
             .clone()

@@ -547,10 +547,8 @@ impl<K: Data, V1: Data> KStream<K, V1> {
         } else {
             "-other-join"
         };
-        let named_or = |suffix: &str, prefix: &str| match &name {
-            Some(n) => format!("{n}{suffix}"),
-            None => builder.new_name(prefix),
-        };
+        let named_or =
+            |suffix: &str, prefix: &str| builder.name_with_suffix(name.as_deref(), suffix, prefix);
         let this_windowed = named_or("-this-windowed", "KSTREAM-WINDOWED-");
         let other_windowed = named_or("-other-windowed", "KSTREAM-WINDOWED-");
         let this_prefix = if right_outer {

@@ -220,9 +220,7 @@ impl<K: Data, V: Data> KTable<K, V> {
         // Kafka's suppression asks its parent for old values, which materializes a source.
         self.force_send_old_values();
         let named = self.take_next_name();
-        let name = named
-            .clone()
-            .unwrap_or_else(|| builder.new_name("KTABLE-SUPPRESS-"));
+        let name = builder.name(named.clone(), "KTABLE-SUPPRESS-");
         let store = match &named {
             Some(n) => format!("{n}-store"),
             None => builder.new_store_name("KTABLE-SUPPRESS-"),

@@ -116,10 +116,7 @@ impl<K: Data, V: Data> KStream<K, V> {
             let prefix = joined.name.clone().unwrap_or_else(|| self.node.clone());
             self.node = self.repartition_through(&prefix, keys.clone(), values);
         }
-        let name = joined
-            .name
-            .clone()
-            .unwrap_or_else(|| builder.new_name(prefix));
+        let name = builder.name(joined.name.clone(), prefix);
         let Some(getter) = table.value_getter() else {
             builder.fail(TopologyError::Invalid(format!(
                 "{name}: the table {} cannot be looked up; materialize it",
@@ -330,23 +327,17 @@ impl<K: Data, V1: Data> KTable<K, V1> {
     ) -> KTable<K, R> {
         let builder = self.builder.clone();
         let named = self.take_next_name();
-        let merge = named
-            .clone()
-            .unwrap_or_else(|| builder.new_name("KTABLE-MERGE-"));
+        let merge = builder.name(named.clone(), "KTABLE-MERGE-");
         if kind != TableJoinKind::Inner {
             self.force_send_old_values();
         }
         if kind == TableJoinKind::Outer {
             other.force_send_old_values();
         }
-        let join_this = named.as_ref().map_or_else(
-            || builder.new_name("KTABLE-JOINTHIS-"),
-            |n| format!("{n}-join-this"),
-        );
-        let join_other = named.as_ref().map_or_else(
-            || builder.new_name("KTABLE-JOINOTHER-"),
-            |n| format!("{n}-join-other"),
-        );
+        let join_this =
+            builder.name_with_suffix(named.as_deref(), "-join-this", "KTABLE-JOINTHIS-");
+        let join_other =
+            builder.name_with_suffix(named.as_deref(), "-join-other", "KTABLE-JOINOTHER-");
         let (Some(this_getter), Some(other_getter)) = (self.value_getter(), other.value_getter())
         else {
             builder.fail(TopologyError::Invalid(format!(

@@ -14,6 +14,7 @@ import org.apache.kafka.streams.kstream.Branched;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.JoinWindows;
+import org.apache.kafka.streams.kstream.Joined;
 import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.StreamJoined;
 import org.apache.kafka.streams.kstream.GlobalKTable;
@@ -57,7 +58,7 @@ public final class Catalog {
                 streamTableJoin("inner"), streamTableJoin("left"),
                 tableJoin("inner"), tableJoin("left"), tableJoin("outer"),
                 tableGroupCount(), tableGroupReduce(), suppressWindowClose(), suppressTimeLimit(),
-                globalJoin("inner"), globalJoin("left"))) {
+                globalJoin("inner"), globalJoin("left"), namedMixed())) {
             all.put(s.name(), s);
         }
         return all;
@@ -574,6 +575,40 @@ public final class Catalog {
                 },
                 List.of(strings("orders"), strings("products")),
                 List.of(strings("priced-orders")),
+                Catalog::order);
+    }
+
+    /**
+     * Some nodes named, some not, across sources, sinks, groupings, joins and tables: a name
+     * takes an index as a generated one does, so the generated names after it do not move.
+     */
+    static Scenario namedMixed() {
+        return new Scenario(
+                "named-mixed",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    KStream<String, String> kept = builder.stream("orders", stringsIn().withName("src"))
+                            .filter((k, v) -> !v.isEmpty(), Named.as("keep"))
+                            .mapValues(v -> v.toUpperCase(Locale.ROOT));
+                    kept.to("upper-orders", stringsOut().withName("write-upper"));
+                    kept.groupBy((k, v) -> v, Grouped.with("by-item", Serdes.String(), Serdes.String()))
+                            .count()
+                            .toStream(Named.as("counts-out"))
+                            .to("item-counts", longsOut());
+                    KTable<String, String> prices = builder.table("prices", stringsIn().withName("prices-in"));
+                    KStream<String, String> payments = builder.stream("payments", stringsIn());
+                    kept.join(payments, (o, p) -> o + "/" + p,
+                                    JoinWindows.ofTimeDifferenceWithNoGrace(Duration.ofSeconds(5)),
+                                    StreamJoined.with(Serdes.String(), Serdes.String(), Serdes.String())
+                                            .withName("pay"))
+                            .to("paid", stringsOut());
+                    kept.leftJoin(prices, (o, p) -> o + "@" + p,
+                                    Joined.with(Serdes.String(), Serdes.String(), Serdes.String()).withName("priced"))
+                            .to("priced", stringsOut());
+                    return builder.build();
+                },
+                List.of(strings("orders"), strings("payments"), strings("prices")),
+                List.of(strings("upper-orders"), longs("item-counts"), strings("paid"), strings("priced")),
                 Catalog::order);
     }
 
