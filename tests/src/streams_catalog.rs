@@ -538,6 +538,24 @@ pub fn scenario(name: &str) -> Scenario {
                 ],
             )
         }
+        "emit-on-window-close" => {
+            builder
+                .stream("clicks", strings())
+                .group_by_key(Grouped::default())
+                .windowed_by(
+                    TimeWindows::of_size_and_grace(Duration::from_secs(10), Duration::from_secs(1))
+                        .and_then(|w| w.advance_by(Duration::from_secs(5)))
+                        .expect("windows"),
+                )
+                .emit_on_window_close()
+                .count(Materialized::default())
+                .to_stream()
+                .to("final-counts", Produced::default());
+            (
+                vec![("clicks", Str, Str)],
+                vec![("final-counts", TimeWindowed(10_000), Long)],
+            )
+        }
         other => panic!("the catalog scenario {other} has no eddy topology here"),
     };
     Scenario {

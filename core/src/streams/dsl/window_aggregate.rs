@@ -37,6 +37,85 @@ pub(crate) struct TimeWindowAggregate<K, V, VA> {
     pub(crate) send_old_values: Arc<AtomicBool>,
     pub(crate) observed: Timestamp,
     pub(crate) handle: Option<WindowStoreHandle<K, ValueAndTimestamp<VA>>>,
+    /// Emit each window once, when it closes, instead of every update.
+    pub(crate) emit_final: Option<EmitFinal>,
+}
+
+/// Kafka's emit-on-window-close: the close time already emitted and when the next emission
+/// may happen (at most one a second of wall-clock time, as Kafka throttles it).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EmitFinal {
+    pub(crate) last_close: Timestamp,
+    pub(crate) next_time_to_emit: Timestamp,
+}
+
+impl Default for EmitFinal {
+    fn default() -> Self {
+        Self {
+            last_close: -1,
+            next_time_to_emit: 0,
+        }
+    }
+}
+
+/// How often final results may be emitted, in ms of wall-clock time (Kafka's default).
+const EMIT_FINAL_INTERVAL_MS: i64 = 1000;
+
+impl<K: Data, V: Data, VA: Data> TimeWindowAggregate<K, V, VA> {
+    /// Kafka's `maybeForwardFinalResult`: the windows that closed since the last emission,
+    /// by start then key.
+    fn forward_final(
+        &mut self,
+        r: &Record<K, V>,
+        ctx: Ctx<'_, '_, K, VA>,
+        close: Timestamp,
+    ) -> Result<(), StreamsError> {
+        let (Some(state), Some(handle)) = (self.emit_final.as_mut(), &self.handle) else {
+            return Ok(());
+        };
+        let now = ctx.wall_clock_time();
+        if now < state.next_time_to_emit {
+            return Ok(());
+        }
+        state.next_time_to_emit = now + EMIT_FINAL_INTERVAL_MS;
+        if state.last_close != -1 && state.last_close >= close {
+            return Ok(());
+        }
+        let size = self.windows.size_ms();
+        let upper = close - size;
+        if upper < 0 {
+            return Ok(());
+        }
+        let lower = if state.last_close == -1 {
+            0
+        } else {
+            (state.last_close - size).max(0) + 1
+        };
+        if state.last_close != -1 {
+            let closing: Vec<Window> = self.windows.windows_for(upper).collect();
+            let emitted: Vec<Window> = self.windows.windows_for(lower - 1).collect();
+            if closing == emitted {
+                return Ok(());
+            }
+        }
+        let windows = ctx.window_store(handle).fetch_all(lower, upper)?;
+        for (key, start, value) in windows {
+            ctx.forward(Record {
+                key: Windowed::new(
+                    key,
+                    Window {
+                        start,
+                        end: start + size,
+                    },
+                ),
+                value: Change::new(Some(value.value), None),
+                timestamp: value.timestamp,
+                headers: r.headers.clone(),
+            });
+        }
+        state.last_close = close;
+        Ok(())
+    }
 }
 
 impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
@@ -79,14 +158,16 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
                 )?;
                 (new, kept, timestamp)
             };
-            ctx.forward(Record {
-                key: Windowed::new(r.key.clone(), window),
-                value: Change::new(Some(new), old),
-                timestamp,
-                headers: r.headers.clone(),
-            });
+            if self.emit_final.is_none() {
+                ctx.forward(Record {
+                    key: Windowed::new(r.key.clone(), window),
+                    value: Change::new(Some(new), old),
+                    timestamp,
+                    headers: r.headers.clone(),
+                });
+            }
         }
-        Ok(())
+        self.forward_final(&r, ctx, close)
     }
 }
 

@@ -9,7 +9,7 @@ use super::grouped::KGroupedStream;
 use super::ktable::KTable;
 use super::options::{Materialized, SerdeOf};
 use super::window_aggregate::{
-    Merger, SessionWindowAggregate, SlidingWindowAggregate, TimeWindowAggregate,
+    EmitFinal, Merger, SessionWindowAggregate, SlidingWindowAggregate, TimeWindowAggregate,
 };
 use crate::serde::I64Serde;
 use crate::streams::processor::Data;
@@ -54,11 +54,25 @@ impl WindowSpec {
 pub struct TimeWindowedKStream<K, V> {
     grouped: KGroupedStream<K, V>,
     windows: WindowSpec,
+    emit_final: bool,
 }
 
 impl<K: Data, V: Data> TimeWindowedKStream<K, V> {
     pub(crate) fn new(grouped: KGroupedStream<K, V>, windows: WindowSpec) -> Self {
-        Self { grouped, windows }
+        Self {
+            grouped,
+            windows,
+            emit_final: false,
+        }
+    }
+
+    /// Emits each window's aggregate once, when the window closes (its end plus grace), in
+    /// order of window start, instead of every update (Kafka's
+    /// `emitStrategy(EmitStrategy.onWindowClose())`). Like Kafka, it looks for closed windows
+    /// at most once a second of wall-clock time. Time windows only.
+    pub fn emit_on_window_close(mut self) -> Self {
+        self.emit_final = true;
+        self
     }
 
     /// The number of records of each key in each window.
@@ -107,6 +121,12 @@ impl<K: Data, V: Data> TimeWindowedKStream<K, V> {
     ) -> KTable<Windowed<K>, VA> {
         let builder = self.grouped.builder();
         let windows = self.windows;
+        let emit_final = self.emit_final.then(EmitFinal::default);
+        if emit_final.is_some() && matches!(windows, WindowSpec::Sliding(_)) {
+            builder.fail(crate::streams::TopologyError::Invalid(
+                "emit_on_window_close is for time windows only".into(),
+            ));
+        }
         let kind = StoreKind::Window {
             retention_ms: materialized
                 .retention_ms
@@ -126,6 +146,7 @@ impl<K: Data, V: Data> TimeWindowedKStream<K, V> {
                     send_old_values: flag,
                     observed: -1,
                     handle: None,
+                    emit_final,
                 },
             ),
             WindowSpec::Sliding(w) => self.grouped.aggregate_node(

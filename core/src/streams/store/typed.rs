@@ -92,6 +92,19 @@ impl<'a, K: 'static, V: 'static> WindowStore<'a, K, V> {
     pub fn all(&self) -> Result<Vec<(K, Timestamp, V)>, SerdeError> {
         decode_all(self.inner.all(), self.serdes, self.inner.name())
     }
+
+    /// Every live window starting from `from` to `to` (both included), by time then key.
+    pub fn fetch_all(
+        &self,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Result<Vec<(K, Timestamp, V)>, SerdeError> {
+        decode_all(
+            self.inner.fetch_all(from, to),
+            self.serdes,
+            self.inner.name(),
+        )
+    }
 }
 
 fn decode_all<K: 'static, V: 'static, W>(

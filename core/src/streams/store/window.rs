@@ -38,6 +38,18 @@ pub trait WindowBytesStore: Send {
     /// Every live window of every key, by key then time.
     fn all(&self) -> Vec<(Bytes, Timestamp, Bytes)>;
 
+    /// Every live window of every key starting from `from` to `to` (both included), by time
+    /// then key (what emitting final results walks).
+    fn fetch_all(&self, from: Timestamp, to: Timestamp) -> Vec<(Bytes, Timestamp, Bytes)> {
+        let mut windows: Vec<_> = self
+            .all()
+            .into_iter()
+            .filter(|(_, start, _)| (from..=to).contains(start))
+            .collect();
+        windows.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+        windows
+    }
+
     /// The number of live windows.
     fn len(&self) -> usize;
 
@@ -217,6 +229,24 @@ impl WindowBytesStore for InMemoryWindowStore {
                 self.values
                     .get(id)
                     .map(|v| (id.0.to_bytes(), id.1, v.to_bytes()))
+            })
+            .collect()
+    }
+
+    fn fetch_all(&self, from: Timestamp, to: Timestamp) -> Vec<(Bytes, Timestamp, Bytes)> {
+        let from = from.max(self.min_live());
+        if from > to {
+            return Vec::new();
+        }
+        self.by_start
+            .iter()
+            .skip_while(|(s, _, _)| *s < from)
+            .take_while(|(s, _, _)| *s <= to)
+            .filter_map(|(s, k, q)| {
+                let id = (k.clone(), *s, *q);
+                self.values
+                    .get(&id)
+                    .map(|v| (k.to_bytes(), *s, v.to_bytes()))
             })
             .collect()
     }

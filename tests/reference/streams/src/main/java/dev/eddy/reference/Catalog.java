@@ -12,6 +12,7 @@ import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.kstream.Branched;
 import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.EmitStrategy;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.JoinWindows;
 import org.apache.kafka.streams.kstream.Joined;
@@ -58,7 +59,7 @@ public final class Catalog {
                 streamTableJoin("inner"), streamTableJoin("left"),
                 tableJoin("inner"), tableJoin("left"), tableJoin("outer"),
                 tableGroupCount(), tableGroupReduce(), suppressWindowClose(), suppressTimeLimit(),
-                globalJoin("inner"), globalJoin("left"), namedMixed())) {
+                globalJoin("inner"), globalJoin("left"), namedMixed(), emitOnWindowClose())) {
             all.put(s.name(), s);
         }
         return all;
@@ -610,6 +611,32 @@ public final class Catalog {
                 List.of(strings("orders"), strings("payments"), strings("prices")),
                 List.of(strings("upper-orders"), longs("item-counts"), strings("paid"), strings("priced")),
                 Catalog::order);
+    }
+
+    /**
+     * Counts in hopping windows (10 s every 5 s, 1 s grace) emitted once, when each window
+     * closes; emissions are throttled to once a second of wall-clock time.
+     */
+    static Scenario emitOnWindowClose() {
+        return new Scenario(
+                "emit-on-window-close",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    builder.stream("clicks", stringsIn())
+                            .groupByKey()
+                            .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofSeconds(10), Duration.ofSeconds(1))
+                                    .advanceBy(Duration.ofSeconds(5)))
+                            .emitStrategy(EmitStrategy.onWindowClose())
+                            .count()
+                            .toStream()
+                            .to("final-counts", Produced.with(
+                                    WindowedSerdes.timeWindowedSerdeFrom(String.class, 10_000), Serdes.Long()));
+                    return builder.build();
+                },
+                List.of(strings("clicks")),
+                List.of(new Scenario.Topic<>("final-counts",
+                        JsonCodec.timeWindowedString(10_000), JsonCodec.LONG)),
+                Catalog::click);
     }
 
     /** Forwards the first value of each key; every 1,000 ms of stream time, the count of keys. */
