@@ -120,7 +120,7 @@ impl DriverState {
     pub(crate) fn collect(&mut self, id: TaskId) -> Result<(), StreamsError> {
         let task = self.tasks.get_mut(&id).expect("the task exists");
         // The driver keeps no changelog topics: stores are read directly.
-        let _ = task.take_changelog();
+        let _ = task.changelog();
         let written: Vec<(String, Option<i32>, Record)> = task
             .output()
             .iter()

@@ -88,23 +88,24 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, K, Change<VA>> for StreamAggreg
             return Ok(());
         };
         let send_old = self.send_old_values.load(Ordering::Relaxed);
-        let (new, old, timestamp) = {
-            let mut store = ctx.key_value_store(handle);
-            let stored = store.get(&r.key)?;
+        let mut outcome = None;
+        let fold = &self.fold;
+        let mut value = Some(r.value);
+        ctx.key_value_store(handle).update(&r.key, |stored| {
             let (old, timestamp) = match stored {
                 Some(s) => (Some(s.value), r.timestamp.max(s.timestamp)),
                 None => (None, r.timestamp),
             };
             let kept = if send_old { old.clone() } else { None };
-            let new = self.fold.apply(&r.key, r.value, old);
-            store.put(
-                &r.key,
-                Some(&ValueAndTimestamp {
-                    value: new.clone(),
-                    timestamp,
-                }),
-            )?;
-            (new, kept, timestamp)
+            let new = fold.apply(&r.key, value.take()?, old);
+            outcome = Some((new.clone(), kept, timestamp));
+            Some(ValueAndTimestamp {
+                value: new,
+                timestamp,
+            })
+        })?;
+        let Some((new, old, timestamp)) = outcome else {
+            return Ok(());
         };
         ctx.forward(Record {
             key: r.key,

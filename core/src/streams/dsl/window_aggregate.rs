@@ -139,24 +139,24 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
                 ctx.record_dropped();
                 continue;
             }
-            let (new, old, timestamp) = {
-                let mut store = ctx.window_store(handle);
-                let stored = store.fetch(&r.key, window.start)?;
-                let (old, timestamp) = match stored {
-                    Some(s) => (Some(s.value), r.timestamp.max(s.timestamp)),
-                    None => (None, r.timestamp),
-                };
-                let kept = if send_old { old.clone() } else { None };
-                let new = self.fold.apply(&r.key, r.value.clone(), old);
-                store.put(
-                    &r.key,
-                    window.start,
-                    Some(&ValueAndTimestamp {
-                        value: new.clone(),
+            let mut outcome = None;
+            let fold = &self.fold;
+            ctx.window_store(handle)
+                .update(&r.key, window.start, |stored| {
+                    let (old, timestamp) = match stored {
+                        Some(s) => (Some(s.value), r.timestamp.max(s.timestamp)),
+                        None => (None, r.timestamp),
+                    };
+                    let kept = if send_old { old.clone() } else { None };
+                    let new = fold.apply(&r.key, r.value.clone(), old);
+                    outcome = Some((new.clone(), kept, timestamp));
+                    Some(ValueAndTimestamp {
+                        value: new,
                         timestamp,
-                    }),
-                )?;
-                (new, kept, timestamp)
+                    })
+                })?;
+            let Some((new, old, timestamp)) = outcome else {
+                continue;
             };
             if self.emit_final.is_none() {
                 ctx.forward(Record {

@@ -35,14 +35,23 @@ impl ChangelogBuffer {
 
     /// The writes, in the order they were made.
     pub(crate) fn take(&mut self) -> Vec<ChangelogRecord> {
-        let data = Bytes::from(std::mem::take(&mut self.data));
+        let mut out = Vec::with_capacity(self.writes.len());
+        self.take_into(&mut out);
+        out
+    }
+
+    /// Appends the writes to `out`, in the order they were made. Their bytes are copied out
+    /// once, into one shared buffer; this buffer is kept for the next writes.
+    pub(crate) fn take_into(&mut self, out: &mut Vec<ChangelogRecord>) {
+        if self.writes.is_empty() {
+            return;
+        }
+        let data = Bytes::copy_from_slice(&self.data);
+        self.data.clear();
         let slice = |(from, len): Span| data.slice(from..from + len);
-        std::mem::take(&mut self.writes)
-            .into_iter()
-            .map(|(k, v)| ChangelogRecord {
-                key: slice(k),
-                value: v.map(slice),
-            })
-            .collect()
+        out.extend(self.writes.drain(..).map(|(k, v)| ChangelogRecord {
+            key: slice(k),
+            value: v.map(slice),
+        }));
     }
 }

@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use super::changelog::ChangelogBuffer;
 use super::small_bytes::{SeededHashing, SmallBytes};
-use super::{ChangelogRecord, KeyValueBytesStore};
+use super::{ChangelogRecord, KeyValueBytesStore, UpdateBytes};
 
 /// A key-value store in memory.
 #[derive(Debug, Clone, Default)]
@@ -19,6 +19,8 @@ pub struct InMemoryKeyValueStore {
     keys: BTreeSet<SmallBytes>,
     log: ChangelogBuffer,
     logging: bool,
+    /// Where updates write new values.
+    buffer: Vec<u8>,
 }
 
 impl InMemoryKeyValueStore {
@@ -89,6 +91,33 @@ impl KeyValueBytesStore for InMemoryKeyValueStore {
         self.put_slice(&key, value.as_deref());
     }
 
+    fn update_slice(&mut self, key: &[u8], update: &mut UpdateBytes<'_>) {
+        self.buffer.clear();
+        match self.values.get_mut(key) {
+            Some(old) => {
+                if update(Some(old.as_slice()), &mut self.buffer) {
+                    *old = SmallBytes::copy(&self.buffer);
+                    if self.logging {
+                        self.log.push(&[key], Some(&self.buffer));
+                    }
+                } else {
+                    self.values.remove(key);
+                    self.keys.remove(key);
+                    if self.logging {
+                        self.log.push(&[key], None);
+                    }
+                }
+            }
+            None => {
+                if update(None, &mut self.buffer) {
+                    let value = std::mem::take(&mut self.buffer);
+                    self.put_slice(key, Some(&value));
+                    self.buffer = value;
+                }
+            }
+        }
+    }
+
     fn put_slice(&mut self, key: &[u8], value: Option<&[u8]>) {
         if self.logging {
             self.log.push(&[key], value);
@@ -123,6 +152,10 @@ impl KeyValueBytesStore for InMemoryKeyValueStore {
 
     fn take_changelog(&mut self) -> Vec<ChangelogRecord> {
         self.log.take()
+    }
+
+    fn take_changelog_into(&mut self, out: &mut Vec<ChangelogRecord>) {
+        self.log.take_into(out);
     }
 
     fn restore(&mut self, record: ChangelogRecord) {

@@ -19,6 +19,10 @@ pub struct ChangelogRecord {
     pub value: Option<Bytes>,
 }
 
+/// What an update makes of a stored value: given the old value (or `None`) and a buffer, it
+/// writes the new value into the buffer and says whether there is one (`false` deletes).
+pub type UpdateBytes<'a> = dyn FnMut(Option<&[u8]>, &mut Vec<u8>) -> bool + 'a;
+
 /// A store of serialized keys and values, iterated in the byte order of the keys.
 pub trait KeyValueBytesStore: Send {
     /// The store's name.
@@ -41,6 +45,17 @@ pub trait KeyValueBytesStore: Send {
             }
             None => false,
         }
+    }
+
+    /// Reads the value of `key` and writes what `update` makes of it, in one lookup where the
+    /// store can: `update` is given the old value (or `None`) and a buffer, and returns whether
+    /// the buffer holds a new value (`false` deletes the key). The write is recorded in the
+    /// changelog.
+    fn update_slice(&mut self, key: &[u8], update: &mut UpdateBytes<'_>) {
+        let old = self.get(key);
+        let mut new = Vec::new();
+        let present = update(old.as_deref(), &mut new);
+        self.put_slice(key, present.then_some(&new[..]));
     }
 
     /// [`KeyValueBytesStore::put`] from borrowed bytes, which a store may copy without an
@@ -72,6 +87,12 @@ pub trait KeyValueBytesStore: Send {
 
     /// The writes since the last call, in the order they were made.
     fn take_changelog(&mut self) -> Vec<ChangelogRecord>;
+
+    /// Appends the writes since the last call to `out` (what the task uses, with a buffer it
+    /// keeps).
+    fn take_changelog_into(&mut self, out: &mut Vec<ChangelogRecord>) {
+        out.extend(self.take_changelog());
+    }
 
     /// Applies a changelog record without recording it again (restoration).
     fn restore(&mut self, record: ChangelogRecord);
@@ -224,6 +245,45 @@ impl<'a, K: 'static, V: 'static> KeyValueStore<'a, K, V> {
             None => self.inner.put_slice(key, None),
         }
         Ok(())
+    }
+
+    /// Replaces the value of `key` with what `update` makes of the old one (`None` when there
+    /// is none), in one lookup of the store where it can. `update` returning `None` deletes
+    /// the key.
+    pub fn update(
+        &mut self,
+        key: &K,
+        update: impl FnOnce(Option<V>) -> Option<V>,
+    ) -> Result<(), SerdeError> {
+        self.key_into_scratch(key)?;
+        let name = self.inner.name().to_string();
+        let Scratch { key, value: buffer } = &mut *self.scratch;
+        let serdes = self.serdes;
+        let mut update = Some(update);
+        let mut result = Ok(());
+        self.inner.update_slice(key, &mut |old, out| {
+            let old = match old.map(|o| serdes.values.deserialize(&name, o)).transpose() {
+                Ok(old) => old,
+                Err(e) => {
+                    result = Err(e);
+                    return false;
+                }
+            };
+            let Some(update) = update.take() else {
+                return false;
+            };
+            let Some(new) = update(old) else {
+                return false;
+            };
+            buffer.clear();
+            if let Err(e) = serdes.values.serialize_into(&name, &new, buffer) {
+                result = Err(e);
+                return false;
+            }
+            out.extend_from_slice(buffer);
+            true
+        });
+        result
     }
 
     /// Deletes `key`, returning its value.

@@ -17,7 +17,9 @@ mod window;
 
 pub use builder::{InMemoryStores, StoreBuilder, StoreKind, StoreSupplier};
 pub use in_memory::InMemoryKeyValueStore;
-pub use key_value::{ChangelogRecord, KeyValueBytesStore, KeyValueSerdes, KeyValueStore};
+pub use key_value::{
+    ChangelogRecord, KeyValueBytesStore, KeyValueSerdes, KeyValueStore, UpdateBytes,
+};
 
 /// The buffers a typed view of a store serializes keys and values into: kept by the task, so
 /// that a lookup allocates nothing.

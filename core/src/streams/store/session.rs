@@ -45,6 +45,12 @@ pub trait SessionBytesStore: Send {
     /// The writes since the last call.
     fn take_changelog(&mut self) -> Vec<ChangelogRecord>;
 
+    /// Appends the writes since the last call to `out` (what the task uses, with a buffer it
+    /// keeps).
+    fn take_changelog_into(&mut self, out: &mut Vec<ChangelogRecord>) {
+        out.extend(self.take_changelog());
+    }
+
     /// Applies a changelog record without recording it again (restoration).
     fn restore(&mut self, record: ChangelogRecord) -> Result<(), SerdeError>;
 }

@@ -63,6 +63,43 @@ impl<'a, K: 'static, V: 'static> WindowStore<'a, K, V> {
         Ok(())
     }
 
+    /// Replaces the value of `key` in the window starting at `start` with what `update` makes
+    /// of the old one, in one lookup of the store where it can (`None` deletes).
+    pub fn update(
+        &mut self,
+        key: &K,
+        start: Timestamp,
+        update: impl FnOnce(Option<V>) -> Option<V>,
+    ) -> Result<(), SerdeError> {
+        self.key(key)?;
+        let name = self.inner.name().to_string();
+        let serdes = self.serdes;
+        let mut update = Some(update);
+        let mut result = Ok(());
+        let mut value_bytes = Vec::new();
+        self.inner
+            .update_slice(self.scratch, start, &mut |old, out| {
+                let old = match old.map(|o| serdes.values.deserialize(&name, o)).transpose() {
+                    Ok(old) => old,
+                    Err(e) => {
+                        result = Err(e);
+                        return false;
+                    }
+                };
+                let Some(new) = update.take().and_then(|u| u(old)) else {
+                    return false;
+                };
+                value_bytes.clear();
+                if let Err(e) = serdes.values.serialize_into(&name, &new, &mut value_bytes) {
+                    result = Err(e);
+                    return false;
+                }
+                out.extend_from_slice(&value_bytes);
+                true
+            });
+        result
+    }
+
     /// The value of `key` in the window starting at `start`.
     pub fn fetch(&mut self, key: &K, start: Timestamp) -> Result<Option<V>, SerdeError> {
         self.key(key)?;

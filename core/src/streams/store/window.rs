@@ -11,7 +11,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::changelog::ChangelogBuffer;
 use super::small_bytes::{SeededHashing, SmallBytes};
-use super::ChangelogRecord;
+use super::{ChangelogRecord, UpdateBytes};
 use crate::log::Timestamp;
 use crate::serde::SerdeError;
 
@@ -26,6 +26,16 @@ pub trait WindowBytesStore: Send {
 
     /// The value of `key` in the window starting at `start`.
     fn fetch(&self, key: &[u8], start: Timestamp, seq: u32) -> Option<Bytes>;
+
+    /// Reads the value of `key` in the window starting at `start` and writes what `update`
+    /// makes of it (the old value or `None`, and a buffer; `false` deletes), in one lookup
+    /// where the store can.
+    fn update_slice(&mut self, key: &[u8], start: Timestamp, update: &mut UpdateBytes<'_>) {
+        let old = self.fetch(key, start, 0);
+        let mut new = Vec::new();
+        let present = update(old.as_deref(), &mut new);
+        self.put(key, start, 0, present.then(|| Bytes::from(new)));
+    }
 
     /// The windows of `key` starting from `from` to `to` (both included), in time order.
     fn fetch_range(
@@ -60,6 +70,12 @@ pub trait WindowBytesStore: Send {
 
     /// The writes since the last call.
     fn take_changelog(&mut self) -> Vec<ChangelogRecord>;
+
+    /// Appends the writes since the last call to `out` (what the task uses, with a buffer it
+    /// keeps).
+    fn take_changelog_into(&mut self, out: &mut Vec<ChangelogRecord>) {
+        out.extend(self.take_changelog());
+    }
 
     /// Applies a changelog record without recording it again (restoration).
     fn restore(&mut self, record: ChangelogRecord) -> Result<(), SerdeError>;
@@ -101,6 +117,8 @@ pub struct InMemoryWindowStore {
     by_start: BTreeSet<(Timestamp, SmallBytes, u32)>,
     log: ChangelogBuffer,
     logging: bool,
+    /// Where updates write new values.
+    buffer: Vec<u8>,
 }
 
 impl InMemoryWindowStore {
@@ -115,6 +133,7 @@ impl InMemoryWindowStore {
             by_start: BTreeSet::new(),
             log: ChangelogBuffer::default(),
             logging: true,
+            buffer: Vec::new(),
         }
     }
 
@@ -190,6 +209,33 @@ impl WindowBytesStore for InMemoryWindowStore {
         self.apply(key, start, seq, value.as_deref());
     }
 
+    fn update_slice(&mut self, key: &[u8], start: Timestamp, update: &mut UpdateBytes<'_>) {
+        // A window the store holds is live (it is dropped once it is not).
+        let id = (SmallBytes::copy(key), start, 0);
+        self.buffer.clear();
+        match self.values.get_mut(&id) {
+            Some(old) => {
+                if update(Some(old.as_slice()), &mut self.buffer) {
+                    *old = SmallBytes::copy(&self.buffer);
+                    if self.logging {
+                        self.log.push(
+                            &[key, &start.to_be_bytes(), &0u32.to_be_bytes()],
+                            Some(&self.buffer),
+                        );
+                    }
+                } else {
+                    self.put(key, start, 0, None);
+                }
+            }
+            _ => {
+                if update(None, &mut self.buffer) {
+                    let value = Bytes::copy_from_slice(&self.buffer);
+                    self.put(key, start, 0, Some(value));
+                }
+            }
+        }
+    }
+
     fn fetch(&self, key: &[u8], start: Timestamp, seq: u32) -> Option<Bytes> {
         if start < self.min_live() {
             return None;
@@ -257,6 +303,10 @@ impl WindowBytesStore for InMemoryWindowStore {
 
     fn take_changelog(&mut self) -> Vec<ChangelogRecord> {
         self.log.take()
+    }
+
+    fn take_changelog_into(&mut self, out: &mut Vec<ChangelogRecord>) {
+        self.log.take_into(out);
     }
 
     fn restore(&mut self, record: ChangelogRecord) -> Result<(), SerdeError> {

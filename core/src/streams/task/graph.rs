@@ -72,6 +72,19 @@ pub enum StoreInstance {
 pub type SharedStore = Arc<Mutex<Box<dyn KeyValueBytesStore>>>;
 
 impl StoreInstance {
+    /// Appends the writes since the last call to `out`.
+    pub fn take_changelog_into(&mut self, out: &mut Vec<ChangelogRecord>) {
+        match self {
+            Self::KeyValue(s) => s.take_changelog_into(out),
+            Self::Window(s) => s.take_changelog_into(out),
+            Self::Session(s) => s.take_changelog_into(out),
+            Self::Shared(s) => s
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take_changelog_into(out),
+        }
+    }
+
     /// The writes since the last call.
     pub fn take_changelog(&mut self) -> Vec<ChangelogRecord> {
         match self {
@@ -89,6 +102,8 @@ pub(crate) struct StoreSlot {
     pub(crate) store: StoreInstance,
     /// The changelog topic's full name.
     pub(crate) changelog_topic: Arc<str>,
+    /// The writes collected by the last [`TaskState::collect_changelog`].
+    pub(crate) pending: Vec<ChangelogRecord>,
 }
 
 /// A punctuation schedule.
@@ -146,6 +161,15 @@ impl TaskState {
                     .into_iter()
                     .map(|r| (topic.clone(), r)),
             );
+        }
+    }
+
+    /// Moves every store's writes since the last call into the store's pending list (the
+    /// lists of the last call are cleared; their buffers are kept).
+    pub(crate) fn collect_changelog(&mut self) {
+        for slot in &mut self.stores {
+            slot.pending.clear();
+            slot.store.take_changelog_into(&mut slot.pending);
         }
     }
 }

@@ -188,6 +188,7 @@ impl StreamTask {
                             ),
                         };
                         stores.push(StoreSlot {
+                            pending: Vec::new(),
                             store,
                             changelog_topic: Arc::from(format!(
                                 "{}-{}-changelog",
@@ -381,6 +382,19 @@ impl StreamTask {
         let mut out = Vec::new();
         self.graph.state.take_changelog(&mut out);
         out
+    }
+
+    /// The store writes since the last call, by changelog topic (full name), without an
+    /// allocation per write: the lists are the task's and are reused by the next call.
+    pub fn changelog(&mut self) -> Vec<(&str, &[ChangelogRecord])> {
+        self.graph.state.collect_changelog();
+        self.graph
+            .state
+            .stores
+            .iter()
+            .filter(|s| !s.pending.is_empty())
+            .map(|s| (&*s.changelog_topic, &s.pending[..]))
+            .collect()
     }
 
     /// Records dropped on purpose (late for their window), by processor name.
