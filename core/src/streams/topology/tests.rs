@@ -1,3 +1,5 @@
+//! The low-level topology API: what it builds and describes, and what it refuses.
+
 use super::*;
 use crate::serde::{I64Serde, StringSerde};
 use crate::streams::{ProcessorContext, Record, StreamsError};
