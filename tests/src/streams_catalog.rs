@@ -556,6 +556,58 @@ pub fn scenario(name: &str) -> Scenario {
                 vec![("final-counts", TimeWindowed(10_000), Long)],
             )
         }
+        "table-map-values" => {
+            builder
+                .table(
+                    "prices",
+                    Consumed::with(StringSerde, I64Serde),
+                    Materialized::default(),
+                )
+                .map_values(|_, v| v * 2)
+                .filter_not(|_, v| *v > 500)
+                .to_stream()
+                .to(
+                    "doubled-prices",
+                    Produced::with(StringSerde, Nullable(I64Serde)),
+                );
+            (
+                vec![("prices", Str, Long)],
+                vec![("doubled-prices", Str, Long)],
+            )
+        }
+        "stream-to-table" => {
+            builder
+                .stream("orders", strings())
+                .select_key(|_, v| v.clone())
+                .to_table(Materialized::named("last-order-by-item").with_key_serde(StringSerde))
+                .to_stream()
+                .to("last-order-by-item", Produced::default());
+            (
+                vec![("orders", Str, Str)],
+                vec![("last-order-by-item", Str, Str)],
+            )
+        }
+        "session-aggregate" => {
+            builder
+                .stream("clicks", strings())
+                .group_by_key(Grouped::default())
+                .windowed_by_session(
+                    SessionWindows::of_inactivity_gap_with_no_grace(Duration::from_secs(3))
+                        .expect("windows"),
+                )
+                .aggregate(
+                    String::new,
+                    |_, v: String, agg| agg + &v,
+                    |_, a, b| format!("{a}|{b}"),
+                    Materialized::with(StringSerde, StringSerde),
+                )
+                .to_stream()
+                .to("session-pages", Produced::default());
+            (
+                vec![("clicks", Str, Str)],
+                vec![("session-pages", SessionWindowed, Str)],
+            )
+        }
         other => panic!("the catalog scenario {other} has no eddy topology here"),
     };
     Scenario {

@@ -228,3 +228,105 @@ fn a_value_that_does_not_deserialize_is_an_error_naming_the_topic() {
     let err = keyless.pipe_input(None, 7).unwrap_err();
     assert!(err.to_string().contains("null"), "{err}");
 }
+
+#[test]
+fn window_and_session_stores_are_read_by_name_across_partitions() {
+    let driver = TestDriver::builder(clicks_per_window(5))
+        .partitions(3)
+        .build()
+        .unwrap();
+    let clicks = driver.create_input_topic("clicks", StringSerde, StringSerde);
+    for (user, ts) in [
+        ("alice", 1_000),
+        ("bob", 2_000),
+        ("alice", 9_000),
+        ("alice", 12_000),
+    ] {
+        clicks
+            .pipe_input_at(user.to_string(), "/p".into(), ts)
+            .unwrap();
+    }
+    let windows = driver.window_store::<String, i64>("counts");
+    let mut all = windows.all().expect("a window store of strings and counts");
+    all.sort();
+    assert_eq!(
+        all,
+        [
+            ("alice".to_string(), 0, 2),
+            ("alice".to_string(), 10_000, 1),
+            ("bob".to_string(), 0, 1)
+        ]
+    );
+    assert_eq!(windows.fetch(&"alice".to_string(), 0), Some(2));
+    // Another kind or other types: no such store.
+    assert!(driver
+        .session_store::<String, i64>("counts")
+        .all()
+        .is_none());
+    assert!(driver.window_store::<i64, i64>("counts").all().is_none());
+
+    let builder = StreamsBuilder::new();
+    builder
+        .stream("clicks", Consumed::with(StringSerde, StringSerde))
+        .group_by_key(Grouped::default())
+        .windowed_by_session(
+            eddy::streams::windows::SessionWindows::of_inactivity_gap_with_no_grace(
+                Duration::from_secs(5),
+            )
+            .unwrap(),
+        )
+        // Kept a minute: the gap alone (the default) would drop the first session once the
+        // second one is 5 s past it.
+        .count(Materialized::named("sessions").with_retention(60_000))
+        .to_stream()
+        .to("out", Produced::default());
+    let driver = TestDriver::new(builder.build().unwrap()).unwrap();
+    let clicks = driver.create_input_topic("clicks", StringSerde, StringSerde);
+    for ts in [1_000, 4_000, 20_000] {
+        clicks
+            .pipe_input_at("alice".to_string(), "/p".into(), ts)
+            .unwrap();
+    }
+    let sessions = driver
+        .session_store::<String, i64>("sessions")
+        .all()
+        .unwrap();
+    let spans: Vec<_> = sessions
+        .iter()
+        .map(|(_, w, n)| (w.start, w.end, *n))
+        .collect();
+    assert_eq!(spans, [(1_000, 4_000, 2), (20_000, 20_000, 1)]);
+}
+
+#[test]
+fn a_sink_can_choose_each_records_topic_and_partition() {
+    let builder = StreamsBuilder::new();
+    builder
+        .stream("events", Consumed::with(StringSerde, StringSerde))
+        .to_topic_chosen_by(
+            |_, v, _| format!("events-{}", &v[..1]),
+            Produced::with(StringSerde, StringSerde)
+                .with_partitioner(|_, k, _, partitions| Some(k.len() as i32 % partitions)),
+        );
+    let topology = builder.build().unwrap();
+    assert!(topology
+        .describe()
+        .to_string()
+        .contains("Sink: KSTREAM-SINK-0000000001 (extractor class: KSTREAM-SINK-0000000001)"));
+    let driver = TestDriver::builder(topology).partitions(3).build().unwrap();
+    let events = driver.create_input_topic("events", StringSerde, StringSerde);
+    events.pipe_input("ab".into(), "alpha".into()).unwrap();
+    events.pipe_input("abcd".into(), "beta".into()).unwrap();
+    let a = driver.create_output_topic("events-a", StringSerde, StringSerde);
+    let b = driver.create_output_topic("events-b", StringSerde, StringSerde);
+    let a = a.read_records_to_list();
+    let b = b.read_records_to_list();
+    assert_eq!(
+        (a.len(), a[0].value.as_str(), a[0].partition),
+        (1, "alpha", 2)
+    );
+    assert_eq!(
+        (b.len(), b[0].value.as_str(), b[0].partition),
+        (1, "beta", 1)
+    );
+}

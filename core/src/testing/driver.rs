@@ -15,6 +15,7 @@ use crate::streams::{
     PartitionCounts, StreamTask, StreamsError, TaskConfig, TaskId, Topology, TopologyError,
 };
 
+use super::stores::{TestSessionStore, TestWindowStore};
 use super::topics::{TestInputTopic, TestKeyValueStore, TestOutputTopic};
 
 /// A partition of a topic in the driver: its records in offset order.
@@ -310,6 +311,17 @@ impl TestDriver {
     /// without their timestamps.
     pub fn key_value_store<K: 'static, V: 'static>(&self, name: &str) -> TestKeyValueStore<K, V> {
         TestKeyValueStore::new(self.state.clone(), name)
+    }
+
+    /// The window store `name`, across all partitions; values of the DSL's stores come
+    /// without their timestamps.
+    pub fn window_store<K: 'static, V: 'static>(&self, name: &str) -> TestWindowStore<K, V> {
+        TestWindowStore::new(self.state.clone(), name)
+    }
+
+    /// The session store `name`, across all partitions.
+    pub fn session_store<K: 'static, V: 'static>(&self, name: &str) -> TestSessionStore<K, V> {
+        TestSessionStore::new(self.state.clone(), name)
     }
 
     /// Records dropped on purpose (late for their window), by processor, over all tasks.

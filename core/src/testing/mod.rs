@@ -29,7 +29,9 @@
 //! ```
 
 mod driver;
+mod stores;
 mod topics;
 
 pub use driver::{TestDriver, TestDriverBuilder};
+pub use stores::{TestSessionStore, TestWindowStore};
 pub use topics::{TestInputTopic, TestKeyValueStore, TestOutputTopic, TestRecord};

@@ -59,7 +59,8 @@ public final class Catalog {
                 streamTableJoin("inner"), streamTableJoin("left"),
                 tableJoin("inner"), tableJoin("left"), tableJoin("outer"),
                 tableGroupCount(), tableGroupReduce(), suppressWindowClose(), suppressTimeLimit(),
-                globalJoin("inner"), globalJoin("left"), namedMixed(), emitOnWindowClose())) {
+                globalJoin("inner"), globalJoin("left"), namedMixed(), emitOnWindowClose(),
+                tableMapValues(), streamToTable(), sessionAggregate())) {
             all.put(s.name(), s);
         }
         return all;
@@ -636,6 +637,66 @@ public final class Catalog {
                 List.of(strings("clicks")),
                 List.of(new Scenario.Topic<>("final-counts",
                         JsonCodec.timeWindowedString(10_000), JsonCodec.LONG)),
+                Catalog::click);
+    }
+
+    /** A table's values doubled, then the rows over 500 dropped (a table filter without a store). */
+    static Scenario tableMapValues() {
+        return new Scenario(
+                "table-map-values",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    builder.table("prices", Consumed.with(Serdes.String(), Serdes.Long()))
+                            .mapValues(v -> v * 2)
+                            .filterNot((k, v) -> v > 500)
+                            .toStream()
+                            .to("doubled-prices", longsOut());
+                    return builder.build();
+                },
+                List.of(longs("prices")),
+                List.of(longs("doubled-prices")),
+                i -> new Scenario.Event("prices", "item-" + (i % 1000), null, i));
+    }
+
+    /** A stream re-keyed and read as a table (through a repartition), its updates out again. */
+    static Scenario streamToTable() {
+        return new Scenario(
+                "stream-to-table",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    builder.stream("orders", stringsIn())
+                            .selectKey((k, v) -> v)
+                            .toTable(Materialized.<String, String, org.apache.kafka.streams.state.KeyValueStore<
+                                            org.apache.kafka.common.utils.Bytes, byte[]>>as("last-order-by-item")
+                                    .withKeySerde(Serdes.String()).withValueSerde(Serdes.String()))
+                            .toStream()
+                            .to("last-order-by-item", stringsOut());
+                    return builder.build();
+                },
+                List.of(strings("orders")),
+                List.of(strings("last-order-by-item")),
+                Catalog::order);
+    }
+
+    /** Pages of each session joined by an aggregate and a merger (3 s gap, no grace). */
+    static Scenario sessionAggregate() {
+        return new Scenario(
+                "session-aggregate",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    builder.stream("clicks", stringsIn())
+                            .groupByKey()
+                            .windowedBy(SessionWindows.ofInactivityGapWithNoGrace(Duration.ofSeconds(3)))
+                            .aggregate(() -> "", (k, v, agg) -> agg + v, (k, a, b) -> a + "|" + b,
+                                    Materialized.with(Serdes.String(), Serdes.String()))
+                            .toStream()
+                            .to("session-pages", Produced.with(
+                                    WindowedSerdes.sessionWindowedSerdeFrom(String.class), Serdes.String()));
+                    return builder.build();
+                },
+                List.of(strings("clicks")),
+                List.of(new Scenario.Topic<>("session-pages",
+                        JsonCodec.sessionWindowedString(), JsonCodec.STRING)),
                 Catalog::click);
     }
 
