@@ -67,8 +67,15 @@ impl std::hash::Hash for SmallBytes {
 }
 
 impl PartialEq for SmallBytes {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
-        self.as_slice() == other.as_slice()
+        match (self, other) {
+            // Unused inline bytes are zero in both, so whole arrays compare as the keys do.
+            (Self::Inline { len: a, bytes: x }, Self::Inline { len: b, bytes: y }) => {
+                a == b && x == y
+            }
+            _ => self.as_slice() == other.as_slice(),
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 //! turns the crank ([`StreamTask::process`]); it takes the next record from the input with the
 //! smallest head timestamp, advances stream time, runs the record through the processors, and
 //! keeps what leaves: records for sinks and repartition topics ([`StreamTask::output`])
-//! and store writes for changelog topics ([`StreamTask::take_changelog`]). Punctuations run
+//! and store writes for changelog topics ([`StreamTask::changelog`]). Punctuations run
 //! on stream time as records are processed and on wall-clock time when the caller moves the
 //! clock. The `TestDriver` and the runtime drive the same engine.
 
