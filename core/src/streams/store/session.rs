@@ -3,11 +3,13 @@
 //! (the serialized key, the session end, then its start, each 8 bytes big-endian); sessions
 //! that ended longer than the retention period ago are dropped.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use super::changelog::ChangelogBuffer;
+use super::small_bytes::SmallBytes;
 use super::ChangelogRecord;
 use crate::log::Timestamp;
 use crate::serde::SerdeError;
@@ -86,10 +88,10 @@ pub struct InMemorySessionStore {
     retention: i64,
     observed: Timestamp,
     /// By key, end, start.
-    sessions: BTreeMap<(Bytes, Timestamp, Timestamp), Bytes>,
+    sessions: BTreeMap<(SmallBytes, Timestamp, Timestamp), SmallBytes>,
     /// The same sessions by end, to drop expired ones without a scan.
-    by_end: BTreeMap<(Timestamp, Bytes, Timestamp), ()>,
-    changelog: Vec<ChangelogRecord>,
+    by_end: BTreeSet<(Timestamp, SmallBytes, Timestamp)>,
+    log: ChangelogBuffer,
     logging: bool,
 }
 
@@ -101,8 +103,8 @@ impl InMemorySessionStore {
             retention,
             observed: i64::MIN,
             sessions: BTreeMap::new(),
-            by_end: BTreeMap::new(),
-            changelog: Vec::new(),
+            by_end: BTreeSet::new(),
+            log: ChangelogBuffer::default(),
             logging: true,
         }
     }
@@ -119,29 +121,30 @@ impl InMemorySessionStore {
             .saturating_add(1)
     }
 
-    fn apply(&mut self, key: Bytes, session: Window, value: Option<Bytes>) {
+    fn apply(&mut self, key: &[u8], session: Window, value: Option<&[u8]>) {
         self.observed = self.observed.max(session.end);
         let min_live = self.min_live_end();
         if session.end < min_live {
             return;
         }
+        let key = SmallBytes::copy(key);
         let by_end = (session.end, key.clone(), session.start);
         let k = (key, session.end, session.start);
         match value {
             Some(v) => {
-                self.by_end.insert(by_end, ());
-                self.sessions.insert(k, v);
+                self.by_end.insert(by_end);
+                self.sessions.insert(k, SmallBytes::copy(v));
             }
             None => {
                 self.by_end.remove(&by_end);
                 self.sessions.remove(&k);
             }
         }
-        while let Some(((end, _, _), _)) = self.by_end.first_key_value() {
+        while let Some((end, _, _)) = self.by_end.first() {
             if *end >= min_live {
                 break;
             }
-            let ((end, key, start), _) = self.by_end.pop_first().expect("a first entry");
+            let (end, key, start) = self.by_end.pop_first().expect("a first entry");
             self.sessions.remove(&(key, end, start));
         }
     }
@@ -161,14 +164,17 @@ impl SessionBytesStore for InMemorySessionStore {
         if session.end < min_live {
             return;
         }
-        let key = Bytes::copy_from_slice(key);
         if self.logging {
-            self.changelog.push(ChangelogRecord {
-                key: session_store_key(&key, session),
-                value: value.clone(),
-            });
+            self.log.push(
+                &[
+                    key,
+                    &session.end.to_be_bytes(),
+                    &session.start.to_be_bytes(),
+                ],
+                value.as_deref(),
+            );
         }
-        self.apply(key, session, value);
+        self.apply(key, session, value.as_deref());
     }
 
     fn find_sessions(
@@ -178,7 +184,7 @@ impl SessionBytesStore for InMemorySessionStore {
         latest_start: Timestamp,
     ) -> Vec<(Window, Bytes)> {
         let from = earliest_end.max(self.min_live_end());
-        let k = Bytes::copy_from_slice(key);
+        let k = SmallBytes::copy(key);
         let range = (
             Bound::Included((k.clone(), from, i64::MIN)),
             Bound::Included((k, i64::MAX, i64::MAX)),
@@ -192,7 +198,7 @@ impl SessionBytesStore for InMemorySessionStore {
                         start: *start,
                         end: *end,
                     },
-                    v.clone(),
+                    v.to_bytes(),
                 )
             })
             .collect()
@@ -203,12 +209,12 @@ impl SessionBytesStore for InMemorySessionStore {
             .iter()
             .map(|((k, end, start), v)| {
                 (
-                    k.clone(),
+                    k.to_bytes(),
                     Window {
                         start: *start,
                         end: *end,
                     },
-                    v.clone(),
+                    v.to_bytes(),
                 )
             })
             .collect()
@@ -219,12 +225,16 @@ impl SessionBytesStore for InMemorySessionStore {
     }
 
     fn take_changelog(&mut self) -> Vec<ChangelogRecord> {
-        std::mem::take(&mut self.changelog)
+        self.log.take()
+    }
+
+    fn take_changelog_into(&mut self, out: &mut Vec<ChangelogRecord>) {
+        self.log.take_into(out);
     }
 
     fn restore(&mut self, record: ChangelogRecord) -> Result<(), SerdeError> {
         let (key, session) = parse_session_store_key(&record.key)?;
-        self.apply(key, session, record.value);
+        self.apply(&key, session, record.value.as_deref());
         Ok(())
     }
 }
@@ -276,5 +286,8 @@ mod tests {
             parse_session_store_key(&k).unwrap(),
             (Bytes::from("k"), w(5, 9))
         );
+        let mut store = InMemorySessionStore::new("s", 100);
+        store.put(b"k", w(5, 9), Some(Bytes::from("v")));
+        assert_eq!(store.take_changelog()[0].key, k);
     }
 }

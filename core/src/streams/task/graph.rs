@@ -84,16 +84,6 @@ impl StoreInstance {
                 .take_changelog_into(out),
         }
     }
-
-    /// The writes since the last call.
-    pub fn take_changelog(&mut self) -> Vec<ChangelogRecord> {
-        match self {
-            Self::KeyValue(s) => s.take_changelog(),
-            Self::Window(s) => s.take_changelog(),
-            Self::Session(s) => s.take_changelog(),
-            Self::Shared(s) => s.lock().unwrap_or_else(|e| e.into_inner()).take_changelog(),
-        }
-    }
 }
 
 /// A store of the task.
@@ -148,19 +138,6 @@ impl TaskState {
         match self.dropped.iter_mut().find(|(n, _)| n == node) {
             Some((_, count)) => *count += 1,
             None => self.dropped.push((node.clone(), 1)),
-        }
-    }
-
-    /// The changelog records of every logged store, with their topics.
-    pub(crate) fn take_changelog(&mut self, out: &mut Vec<(Arc<str>, ChangelogRecord)>) {
-        for slot in &mut self.stores {
-            let topic = slot.changelog_topic.clone();
-            out.extend(
-                slot.store
-                    .take_changelog()
-                    .into_iter()
-                    .map(|r| (topic.clone(), r)),
-            );
         }
     }
 

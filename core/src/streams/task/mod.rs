@@ -377,13 +377,6 @@ impl StreamTask {
         self.graph.state.output.clear();
     }
 
-    /// The store writes since the last call, with their changelog topics.
-    pub fn take_changelog(&mut self) -> Vec<(Arc<str>, ChangelogRecord)> {
-        let mut out = Vec::new();
-        self.graph.state.take_changelog(&mut out);
-        out
-    }
-
     /// The store writes since the last call, by changelog topic (full name), without an
     /// allocation per write: the lists are the task's and are reused by the next call.
     pub fn changelog(&mut self) -> Vec<(&str, &[ChangelogRecord])> {
