@@ -608,6 +608,113 @@ pub fn scenario(name: &str) -> Scenario {
                 vec![("session-pages", SessionWindowed, Str)],
             )
         }
+        "sliding-emit-final" => {
+            builder
+                .stream("clicks", strings())
+                .group_by_key(Grouped::default())
+                .windowed_by_sliding(
+                    SlidingWindows::of_time_difference_and_grace(
+                        Duration::from_secs(5),
+                        Duration::from_secs(1),
+                    )
+                    .expect("windows"),
+                )
+                .emit_on_window_close()
+                .count(Materialized::default())
+                .to_stream()
+                .to("sliding-final-counts", Produced::default());
+            (
+                vec![("clicks", Str, Str)],
+                vec![("sliding-final-counts", TimeWindowed(5_000), Long)],
+            )
+        }
+        "session-emit-final" => {
+            builder
+                .stream("clicks", strings())
+                .group_by_key(Grouped::default())
+                .windowed_by_session(
+                    SessionWindows::of_inactivity_gap_and_grace(
+                        Duration::from_secs(4),
+                        Duration::from_secs(1),
+                    )
+                    .expect("windows"),
+                )
+                .emit_on_window_close()
+                .reduce(
+                    |a, b| format!("{a}+{b}"),
+                    Materialized::named("final-sessions"),
+                )
+                .to_stream()
+                .to("session-final-pages", Produced::default());
+            (
+                vec![("clicks", Str, Str)],
+                vec![("session-final-pages", SessionWindowed, Str)],
+            )
+        }
+        "sliding-reduce" => {
+            builder
+                .stream("clicks", strings())
+                .group_by_key(Grouped::default())
+                .windowed_by_sliding(
+                    SlidingWindows::of_time_difference_and_grace(
+                        Duration::from_secs(3),
+                        Duration::from_secs(10),
+                    )
+                    .expect("windows"),
+                )
+                .reduce(|a, b| format!("{a}+{b}"), Materialized::default())
+                .to_stream()
+                .to("sliding-trails", Produced::default());
+            (
+                vec![("clicks", Str, Str)],
+                vec![("sliding-trails", TimeWindowed(3_000), Str)],
+            )
+        }
+        "session-reduce" => {
+            builder
+                .stream("clicks", strings())
+                .group_by_key(Grouped::default())
+                .windowed_by_session(
+                    SessionWindows::of_inactivity_gap_and_grace(
+                        Duration::from_secs(3),
+                        Duration::from_secs(2),
+                    )
+                    .expect("windows"),
+                )
+                .reduce(|a, b| format!("{a}+{b}"), Materialized::default())
+                .to_stream()
+                .to("session-trails", Produced::default());
+            (
+                vec![("clicks", Str, Str)],
+                vec![("session-trails", SessionWindowed, Str)],
+            )
+        }
+        "event-time-in-value" => {
+            // The value is `<millis>|<reading>`; a value without a number fails the task.
+            let from_value = |record: &eddy::log::Record, _partition_time: i64| {
+                record
+                    .value
+                    .as_deref()
+                    .and_then(|v| std::str::from_utf8(v).ok())
+                    .and_then(|v| v.split('|').next())
+                    .and_then(|millis| millis.parse().ok())
+                    .unwrap_or(-1)
+            };
+            builder
+                .stream("readings", strings().with_timestamp_extractor(from_value))
+                .group_by_key(Grouped::default())
+                .windowed_by(
+                    TimeWindows::of_size_and_grace(Duration::from_secs(10), Duration::from_secs(2))
+                        .expect("windows"),
+                )
+                .count(Materialized::default())
+                .to_stream()
+                .to("readings-per-window", Produced::default());
+            (
+                vec![("readings", Str, Str)],
+                vec![("readings-per-window", TimeWindowed(10_000), Long)],
+            )
+        }
         other => panic!("the catalog scenario {other} has no eddy topology here"),
     };
     Scenario {

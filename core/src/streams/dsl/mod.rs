@@ -5,6 +5,7 @@
 
 mod aggregate;
 mod builder;
+mod emit_final;
 mod getter;
 mod global;
 mod grouped;

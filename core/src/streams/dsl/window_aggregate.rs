@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::aggregate::Fold;
-use crate::log::Timestamp;
+use super::emit_final::EmitFinal;
+use crate::log::{Header, Timestamp};
 use crate::streams::processor::{
     Data, Processor, ProcessorContext, SessionStoreHandle, WindowStoreHandle,
 };
@@ -41,29 +42,9 @@ pub(crate) struct TimeWindowAggregate<K, V, VA> {
     pub(crate) emit_final: Option<EmitFinal>,
 }
 
-/// Kafka's emit-on-window-close: the close time already emitted and when the next emission
-/// may happen (at most one a second of wall-clock time, as Kafka throttles it).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct EmitFinal {
-    pub(crate) last_close: Timestamp,
-    pub(crate) next_time_to_emit: Timestamp,
-}
-
-impl Default for EmitFinal {
-    fn default() -> Self {
-        Self {
-            last_close: -1,
-            next_time_to_emit: 0,
-        }
-    }
-}
-
-/// How often final results may be emitted, in ms of wall-clock time (Kafka's default).
-const EMIT_FINAL_INTERVAL_MS: i64 = 1000;
-
 impl<K: Data, V: Data, VA: Data> TimeWindowAggregate<K, V, VA> {
-    /// Kafka's `maybeForwardFinalResult`: the windows that closed since the last emission,
-    /// by start then key.
+    /// Kafka's `maybeForwardFinalResult` for time windows: those that closed since the last
+    /// emission (a window closes when its end is at or before the close time).
     fn forward_final(
         &mut self,
         r: &Record<K, V>,
@@ -73,49 +54,61 @@ impl<K: Data, V: Data, VA: Data> TimeWindowAggregate<K, V, VA> {
         let (Some(state), Some(handle)) = (self.emit_final.as_mut(), &self.handle) else {
             return Ok(());
         };
-        let now = ctx.wall_clock_time();
-        if now < state.next_time_to_emit {
-            return Ok(());
-        }
-        state.next_time_to_emit = now + EMIT_FINAL_INTERVAL_MS;
-        if state.last_close != -1 && state.last_close >= close {
-            return Ok(());
-        }
-        let size = self.windows.size_ms();
-        let upper = close - size;
-        if upper < 0 {
-            return Ok(());
-        }
-        let lower = if state.last_close == -1 {
-            0
-        } else {
-            (state.last_close - size).max(0) + 1
-        };
-        if state.last_close != -1 {
-            let closing: Vec<Window> = self.windows.windows_for(upper).collect();
-            let emitted: Vec<Window> = self.windows.windows_for(lower - 1).collect();
-            if closing == emitted {
-                return Ok(());
+        let windows = self.windows;
+        let size = windows.size_ms();
+        forward_closed_windows(state, handle, ctx, r, close, size, |state| {
+            let upper = close - size;
+            if upper < 0 {
+                return None;
             }
-        }
-        let windows = ctx.window_store(handle).fetch_all(lower, upper)?;
-        for (key, start, value) in windows {
-            ctx.forward(Record {
-                key: Windowed::new(
-                    key,
-                    Window {
-                        start,
-                        end: start + size,
-                    },
-                ),
-                value: Change::new(Some(value.value), None),
-                timestamp: value.timestamp,
-                headers: r.headers.clone(),
-            });
-        }
-        state.last_close = close;
-        Ok(())
+            if state.first() {
+                return Some((0, upper));
+            }
+            let lower = (state.last_close - size).max(0) + 1;
+            // Nothing to fetch when no window closed since the last emission.
+            let closing: Vec<Window> = windows.windows_for(upper).collect();
+            let emitted: Vec<Window> = windows.windows_for(lower - 1).collect();
+            (closing != emitted).then_some((lower, upper))
+        })
     }
+}
+
+/// Kafka's `fetchAndEmit` for windows of `size` in a window store: when an emission is due and
+/// `bounds` gives the range of window starts that closed, forwards each window's final
+/// aggregate (by start, then key) at its aggregate's timestamp with the headers of the record
+/// that closed it, and remembers `close` as emitted.
+#[allow(clippy::too_many_arguments)]
+fn forward_closed_windows<K: Data, V, VA: Data>(
+    state: &mut EmitFinal,
+    handle: &WindowStoreHandle<K, ValueAndTimestamp<VA>>,
+    ctx: Ctx<'_, '_, K, VA>,
+    r: &Record<K, V>,
+    close: Timestamp,
+    size: i64,
+    bounds: impl FnOnce(&EmitFinal) -> Option<(Timestamp, Timestamp)>,
+) -> Result<(), StreamsError> {
+    if !state.due(ctx.wall_clock_time(), close) {
+        return Ok(());
+    }
+    let Some((lower, upper)) = bounds(state) else {
+        return Ok(());
+    };
+    for (key, start, value) in ctx.window_store(handle).fetch_all(lower, upper)? {
+        ctx.forward(Record {
+            key: Windowed::new(
+                key,
+                Window {
+                    start,
+                    end: start + size,
+                },
+            ),
+            value: Change::new(Some(value.value), None),
+            timestamp: value.timestamp,
+            headers: r.headers.clone(),
+        });
+    }
+    state.last_close = close;
+    Ok(())
 }
 
 impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
@@ -180,6 +173,8 @@ pub(crate) struct SlidingWindowAggregate<K, V, VA> {
     pub(crate) send_old_values: Arc<AtomicBool>,
     pub(crate) observed: Timestamp,
     pub(crate) handle: Option<WindowStoreHandle<K, ValueAndTimestamp<VA>>>,
+    /// Emit each window once, when it closes, instead of every update.
+    pub(crate) emit_final: Option<EmitFinal>,
 }
 
 type Stored<VA> = ValueAndTimestamp<VA>;
@@ -239,6 +234,9 @@ impl<K: Data, V: Data, VA: Data> SlidingWindowAggregate<K, V, VA> {
                 timestamp,
             }),
         )?;
+        if self.emit_final.is_some() {
+            return Ok(());
+        }
         ctx.forward(Record {
             key: Windowed::new(r.key.clone(), window),
             value: Change::new(Some(new), kept),
@@ -260,6 +258,9 @@ impl<K: Data, V: Data, VA: Data> SlidingWindowAggregate<K, V, VA> {
         let handle = self.handle.as_ref().expect("initialized");
         ctx.window_store(handle)
             .put(key, window.start, Some(&value))?;
+        if self.emit_final.is_some() {
+            return Ok(());
+        }
         ctx.forward(Record {
             key: Windowed::new(key.clone(), window),
             value: Change::new(Some(value.value), None),
@@ -349,6 +350,31 @@ impl<K: Data, V: Data, VA: Data> SlidingWindowAggregate<K, V, VA> {
     }
 }
 
+impl<K: Data, V: Data, VA: Data> SlidingWindowAggregate<K, V, VA> {
+    /// Kafka's `maybeForwardFinalResult` for sliding windows: those that closed since the
+    /// last emission (a window closes when its end is before the close time).
+    fn forward_final(
+        &mut self,
+        r: &Record<K, V>,
+        ctx: Ctx<'_, '_, K, VA>,
+        close: Timestamp,
+    ) -> Result<(), StreamsError> {
+        let diff = self.diff();
+        let (Some(state), Some(handle)) = (self.emit_final.as_mut(), &self.handle) else {
+            return Ok(());
+        };
+        forward_closed_windows(state, handle, ctx, r, close, diff, |state| {
+            let upper = close - diff - 1;
+            let lower = if state.first() {
+                0
+            } else {
+                (state.last_close - diff).max(0)
+            };
+            (upper >= 0).then_some((lower, upper))
+        })
+    }
+}
+
 fn unexpected<K, VA>(ctx: Ctx<'_, '_, K, VA>, start: Timestamp, t: Timestamp) -> StreamsError {
     StreamsError::Processor {
         processor: ctx.name().to_string(),
@@ -376,6 +402,21 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
         if t < diff {
             return self.process_early(&r, ctx, close);
         }
+        self.aggregate(&r, ctx, close)?;
+        self.forward_final(&r, ctx, close)
+    }
+}
+
+impl<K: Data, V: Data, VA: Data> SlidingWindowAggregate<K, V, VA> {
+    /// Folds a record (not an early one) into its windows, walking them from the latest back.
+    fn aggregate(
+        &self,
+        r: &Record<K, V>,
+        ctx: Ctx<'_, '_, K, VA>,
+        close: Timestamp,
+    ) -> Result<(), StreamsError> {
+        let t = r.timestamp;
+        let diff = self.diff();
         let mut starts = HashSet::new();
         let mut left_agg: Option<Stored<VA>> = None;
         let mut right_agg: Option<Stored<VA>> = None;
@@ -395,7 +436,7 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
                 }
                 self.update(
                     ctx,
-                    &r,
+                    r,
                     self.window(start),
                     (Some(value.value), value.timestamp),
                     close,
@@ -403,7 +444,7 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
             } else if end == t {
                 left_created = true;
                 let max = value.timestamp;
-                self.update(ctx, &r, self.window(start), (Some(value.value), max), close)?;
+                self.update(ctx, r, self.window(start), (Some(value.value), max), close)?;
                 if max < t {
                     previous = Some(max);
                 } else {
@@ -419,7 +460,7 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
         if let Some(p) = previous {
             let start = p + 1;
             if !starts.contains(&start) && start + diff >= t {
-                self.update(ctx, &r, self.window(start), self.fresh(t), close)?;
+                self.update(ctx, r, self.window(start), self.fresh(t), close)?;
             }
         }
         // This record's left window.
@@ -428,12 +469,12 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
                 (Some(agg), Some(p)) if t - diff <= p => Some(agg.value.clone()),
                 _ => self.fold.seed(),
             };
-            self.update(ctx, &r, self.window(t - diff), (seed, t), close)?;
+            self.update(ctx, r, self.window(t - diff), (seed, t), close)?;
         }
         // This record's right window, if later records fall in it.
         if !right_created {
             if let Some(agg) = right_agg.filter(|a| a.timestamp > t) {
-                self.put_as_is(ctx, &r.key, self.window(t + 1), agg, &r)?;
+                self.put_as_is(ctx, &r.key, self.window(t + 1), agg, r)?;
             }
         }
         Ok(())
@@ -450,6 +491,43 @@ pub(crate) struct SessionWindowAggregate<K, V, VA> {
     pub(crate) send_old_values: Arc<AtomicBool>,
     pub(crate) observed: Timestamp,
     pub(crate) handle: Option<SessionStoreHandle<K, VA>>,
+    /// Emit each session once, when it closes, instead of every update.
+    pub(crate) emit_final: Option<EmitFinal>,
+}
+
+impl<K: Data, V: Data, VA: Data> SessionWindowAggregate<K, V, VA> {
+    /// Kafka's `maybeForwardFinalResult` for sessions: those that ended since the last
+    /// emission and before the close time, by end, start, then key; each at its end, with the
+    /// headers of the record that closed them.
+    fn forward_final(
+        &mut self,
+        headers: &[Header],
+        ctx: Ctx<'_, '_, K, VA>,
+        close: Timestamp,
+    ) -> Result<(), StreamsError> {
+        let (Some(state), Some(handle)) = (self.emit_final.as_mut(), &self.handle) else {
+            return Ok(());
+        };
+        if !state.due(ctx.wall_clock_time(), close) {
+            return Ok(());
+        }
+        let upper = close - 1;
+        let lower = state.last_close.max(0);
+        if upper < 0 || upper < lower {
+            return Ok(());
+        }
+        let sessions = ctx.session_store(handle).sessions_ending(lower, upper)?;
+        for (key, window, value) in sessions {
+            ctx.forward(Record {
+                key: Windowed::new(key, window),
+                value: Change::new(Some(value), None),
+                timestamp: window.end,
+                headers: headers.to_vec(),
+            });
+        }
+        state.last_close = close;
+        Ok(())
+    }
 }
 
 impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
@@ -488,11 +566,15 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
         }
         if merged_window.end < close {
             ctx.record_dropped();
-            return Ok(());
+            return self.forward_final(&r.headers, ctx, close);
         }
+        let emit_updates = self.emit_final.is_none();
         if merged_window != single {
             for (window, value) in found {
                 ctx.session_store(handle).put(&r.key, window, None)?;
+                if !emit_updates {
+                    continue;
+                }
                 ctx.forward(Record {
                     key: Windowed::new(r.key.clone(), window),
                     value: Change::new(None, send_old.then_some(value)),
@@ -504,6 +586,9 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
         let agg = self.fold.apply(&r.key, r.value, agg);
         ctx.session_store(handle)
             .put(&r.key, merged_window, Some(&agg))?;
+        if !emit_updates {
+            return self.forward_final(&r.headers, ctx, close);
+        }
         ctx.forward(Record {
             key: Windowed::new(r.key, merged_window),
             value: Change::new(Some(agg), None),

@@ -5,11 +5,12 @@
 
 use std::sync::Arc;
 
+use super::emit_final::EmitFinal;
 use super::grouped::KGroupedStream;
 use super::ktable::KTable;
 use super::options::{Materialized, SerdeOf};
 use super::window_aggregate::{
-    EmitFinal, Merger, SessionWindowAggregate, SlidingWindowAggregate, TimeWindowAggregate,
+    Merger, SessionWindowAggregate, SlidingWindowAggregate, TimeWindowAggregate,
 };
 use crate::serde::I64Serde;
 use crate::streams::processor::Data;
@@ -69,7 +70,7 @@ impl<K: Data, V: Data> TimeWindowedKStream<K, V> {
     /// Emits each window's aggregate once, when the window closes (its end plus grace), in
     /// order of window start, instead of every update (Kafka's
     /// `emitStrategy(EmitStrategy.onWindowClose())`). Like Kafka, it looks for closed windows
-    /// at most once a second of wall-clock time. Time windows only.
+    /// at most once a second of wall-clock time.
     pub fn emit_on_window_close(mut self) -> Self {
         self.emit_final = true;
         self
@@ -122,16 +123,14 @@ impl<K: Data, V: Data> TimeWindowedKStream<K, V> {
         let builder = self.grouped.builder();
         let windows = self.windows;
         let emit_final = self.emit_final.then(EmitFinal::default);
-        if emit_final.is_some() && matches!(windows, WindowSpec::Sliding(_)) {
-            builder.fail(crate::streams::TopologyError::Invalid(
-                "emit_on_window_close is for time windows only".into(),
-            ));
-        }
+        let retention_ms = materialized
+            .retention_ms
+            .unwrap_or_else(|| windows.default_retention())
+            .max(windows.default_retention());
+        // Kafka keeps the windows of emit-on-window-close in a time-ordered store, whose reads
+        // see windows starting exactly `retention` before the latest: one ms more than others.
         let kind = StoreKind::Window {
-            retention_ms: materialized
-                .retention_ms
-                .unwrap_or_else(|| windows.default_retention())
-                .max(windows.default_retention()),
+            retention_ms: retention_ms + i64::from(emit_final.is_some()),
         };
         let parts = match windows {
             WindowSpec::Time(w) => self.grouped.aggregate_node(
@@ -161,6 +160,7 @@ impl<K: Data, V: Data> TimeWindowedKStream<K, V> {
                     send_old_values: flag,
                     observed: -1,
                     handle: None,
+                    emit_final,
                 },
             ),
         };
@@ -197,11 +197,25 @@ fn windowed_table<K: Data, VA: Data>(
 pub struct SessionWindowedKStream<K, V> {
     grouped: KGroupedStream<K, V>,
     windows: SessionWindows,
+    emit_final: bool,
 }
 
 impl<K: Data, V: Data> SessionWindowedKStream<K, V> {
     pub(crate) fn new(grouped: KGroupedStream<K, V>, windows: SessionWindows) -> Self {
-        Self { grouped, windows }
+        Self {
+            grouped,
+            windows,
+            emit_final: false,
+        }
+    }
+
+    /// Emits each session's aggregate once, when it closes (its end plus the inactivity gap
+    /// plus grace), in order of session end, instead of every update and without the
+    /// tombstones of merged sessions (Kafka's `emitStrategy(EmitStrategy.onWindowClose())`).
+    /// Like Kafka, it looks for closed sessions at most once a second of wall-clock time.
+    pub fn emit_on_window_close(mut self) -> Self {
+        self.emit_final = true;
+        self
     }
 
     /// The number of records of each key in each session.
@@ -263,6 +277,7 @@ impl<K: Data, V: Data> SessionWindowedKStream<K, V> {
     ) -> KTable<Windowed<K>, VA> {
         let builder = self.grouped.builder();
         let windows = self.windows;
+        let emit_final = self.emit_final.then(EmitFinal::default);
         let minimum = windows.inactivity_gap_ms() + windows.grace_ms();
         let kind = StoreKind::Session {
             retention_ms: materialized.retention_ms.unwrap_or(minimum).max(minimum),
@@ -278,6 +293,7 @@ impl<K: Data, V: Data> SessionWindowedKStream<K, V> {
                         send_old_values: flag,
                         observed: -1,
                         handle: None,
+                        emit_final,
                     }
                 });
         let mut table = windowed_table(builder, parts, |keys| {

@@ -1,7 +1,11 @@
 //! Session stores: values by key and session (a window whose bounds grow as records join it),
 //! as session-windowed aggregations keep them. Changelog keys have Kafka's session key layout
-//! (the serialized key, the session end, then its start, each 8 bytes big-endian); sessions
-//! that ended longer than the retention period ago are dropped.
+//! (the serialized key, the session end, then its start, each 8 bytes big-endian).
+//!
+//! Retention follows Kafka's segmented stores: a session that ended more than the retention
+//! period before the latest end is expired, so lookups by key no longer see it, but it is only
+//! removed with its whole segment of end times (half the retention, at least a minute), and
+//! until then emit-on-window-close still finds it among the sessions that closed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
@@ -35,6 +39,24 @@ pub trait SessionBytesStore: Send {
 
     /// Every live session of every key, by key, end and start.
     fn all(&self) -> Vec<(Bytes, Window, Bytes)>;
+
+    /// Every session still held (expired or not, until its segment is removed) of every key
+    /// that ends from `earliest_end` to `latest_end` (both included), by end, start, then key:
+    /// the order of Kafka's time-ordered session store, in which emit-on-window-close finds
+    /// the sessions that closed.
+    fn sessions_ending(
+        &self,
+        earliest_end: Timestamp,
+        latest_end: Timestamp,
+    ) -> Vec<(Bytes, Window, Bytes)> {
+        let mut sessions: Vec<_> = self
+            .all()
+            .into_iter()
+            .filter(|(_, w, _)| (earliest_end..=latest_end).contains(&w.end))
+            .collect();
+        sessions.sort_by(|a, b| (a.1.end, a.1.start, &a.0).cmp(&(b.1.end, b.1.start, &b.0)));
+        sessions
+    }
 
     /// The number of live sessions.
     fn len(&self) -> usize;
@@ -86,14 +108,20 @@ pub fn parse_session_store_key(bytes: &Bytes) -> Result<(Bytes, Window), SerdeEr
 pub struct InMemorySessionStore {
     name: String,
     retention: i64,
+    /// How many ms of session ends one segment holds: sessions leave in whole segments.
+    segment_interval: i64,
+    /// The latest session end written.
     observed: Timestamp,
     /// By key, end, start.
     sessions: BTreeMap<(SmallBytes, Timestamp, Timestamp), SmallBytes>,
-    /// The same sessions by end, to drop expired ones without a scan.
+    /// The same sessions by end, to drop expired segments without a scan.
     by_end: BTreeSet<(Timestamp, SmallBytes, Timestamp)>,
     log: ChangelogBuffer,
     logging: bool,
 }
+
+/// The shortest segment of Kafka's segmented stores, in ms.
+const MIN_SEGMENT_INTERVAL_MS: i64 = 60_000;
 
 impl InMemorySessionStore {
     /// An empty store keeping sessions that end within `retention` ms of the latest end.
@@ -101,6 +129,7 @@ impl InMemorySessionStore {
         Self {
             name: name.into(),
             retention,
+            segment_interval: (retention / 2).max(MIN_SEGMENT_INTERVAL_MS),
             observed: i64::MIN,
             sessions: BTreeMap::new(),
             by_end: BTreeSet::new(),
@@ -115,16 +144,26 @@ impl InMemorySessionStore {
         self
     }
 
+    /// The earliest end a lookup sees: sessions ending before it are expired.
     fn min_live_end(&self) -> Timestamp {
         self.observed
             .saturating_sub(self.retention)
             .saturating_add(1)
     }
 
+    fn segment(&self, end: Timestamp) -> i64 {
+        end / self.segment_interval
+    }
+
+    /// The first segment still held: older ones are removed.
+    fn min_live_segment(&self) -> i64 {
+        self.segment(self.observed.saturating_sub(self.retention))
+    }
+
     fn apply(&mut self, key: &[u8], session: Window, value: Option<&[u8]>) {
         self.observed = self.observed.max(session.end);
-        let min_live = self.min_live_end();
-        if session.end < min_live {
+        let min_live_segment = self.min_live_segment();
+        if self.segment(session.end) < min_live_segment {
             return;
         }
         let key = SmallBytes::copy(key);
@@ -141,7 +180,7 @@ impl InMemorySessionStore {
             }
         }
         while let Some((end, _, _)) = self.by_end.first() {
-            if *end >= min_live {
+            if self.segment(*end) >= min_live_segment {
                 break;
             }
             let (end, key, start) = self.by_end.pop_first().expect("a first entry");
@@ -156,14 +195,7 @@ impl SessionBytesStore for InMemorySessionStore {
     }
 
     fn put(&mut self, key: &[u8], session: Window, value: Option<Bytes>) {
-        let min_live = self
-            .observed
-            .max(session.end)
-            .saturating_sub(self.retention)
-            .saturating_add(1);
-        if session.end < min_live {
-            return;
-        }
+        // Logged even when the session's segment is gone, as Kafka's logging store does.
         if self.logging {
             self.log.push(
                 &[
@@ -205,8 +237,10 @@ impl SessionBytesStore for InMemorySessionStore {
     }
 
     fn all(&self) -> Vec<(Bytes, Window, Bytes)> {
+        let min_live = self.min_live_end();
         self.sessions
             .iter()
+            .filter(|((_, end, _), _)| *end >= min_live)
             .map(|((k, end, start), v)| {
                 (
                     k.to_bytes(),
@@ -220,8 +254,43 @@ impl SessionBytesStore for InMemorySessionStore {
             .collect()
     }
 
+    fn sessions_ending(
+        &self,
+        earliest_end: Timestamp,
+        latest_end: Timestamp,
+    ) -> Vec<(Bytes, Window, Bytes)> {
+        if earliest_end > latest_end {
+            return Vec::new();
+        }
+        let mut sessions: Vec<_> = self
+            .by_end
+            .range((
+                Bound::Included((earliest_end, SmallBytes::copy(&[]), i64::MIN)),
+                Bound::Unbounded,
+            ))
+            .take_while(|(end, _, _)| *end <= latest_end)
+            .filter_map(|(end, key, start)| {
+                let value = self.sessions.get(&(key.clone(), *end, *start))?;
+                let window = Window {
+                    start: *start,
+                    end: *end,
+                };
+                Some((key.to_bytes(), window, value.to_bytes()))
+            })
+            .collect();
+        // The index is by end, key, start; Kafka's order is by end, start, key.
+        sessions.sort_by(|a, b| (a.1.end, a.1.start, &a.0).cmp(&(b.1.end, b.1.start, &b.0)));
+        sessions
+    }
+
     fn len(&self) -> usize {
-        self.sessions.len()
+        let min_live = self.min_live_end();
+        self.by_end
+            .range((
+                Bound::Included((min_live, SmallBytes::copy(&[]), i64::MIN)),
+                Bound::Unbounded,
+            ))
+            .count()
     }
 
     fn take_changelog(&mut self) -> Vec<ChangelogRecord> {
@@ -275,6 +344,66 @@ mod tests {
             rebuilt.restore(r).unwrap();
         }
         assert_eq!(rebuilt.all(), store.all());
+    }
+
+    #[test]
+    fn sessions_ending_in_a_range_come_by_end_start_then_key() {
+        let mut store = InMemorySessionStore::new("s", 1_000);
+        store.put(b"b", w(5, 20), Some(Bytes::from("1")));
+        store.put(b"a", w(10, 20), Some(Bytes::from("2")));
+        store.put(b"c", w(5, 20), Some(Bytes::from("3")));
+        store.put(b"a", w(0, 9), Some(Bytes::from("4")));
+        store.put(b"z", w(30, 31), Some(Bytes::from("5")));
+        let ending = |store: &InMemorySessionStore, from, to| -> Vec<(Bytes, Window)> {
+            store
+                .sessions_ending(from, to)
+                .into_iter()
+                .map(|(k, w, _)| (k, w))
+                .collect()
+        };
+        let expected = vec![
+            (Bytes::from("a"), w(0, 9)),
+            (Bytes::from("b"), w(5, 20)),
+            (Bytes::from("c"), w(5, 20)),
+            (Bytes::from("a"), w(10, 20)),
+        ];
+        assert_eq!(ending(&store, 0, 30), expected);
+        assert_eq!(ending(&store, 10, 20), expected[1..]);
+        assert_eq!(ending(&store, 21, 30), []);
+        // The trait's default (over `all`) gives the same.
+        let default = SessionBytesStore::all(&store)
+            .into_iter()
+            .filter(|(_, w, _)| (0..=30).contains(&w.end))
+            .count();
+        assert_eq!(default, 4);
+    }
+
+    #[test]
+    fn expired_sessions_stay_for_emission_until_their_segment_goes() {
+        // Retention 100 ms: segments of a minute.
+        let mut store = InMemorySessionStore::new("s", 100);
+        store.put(b"a", w(0, 10), Some(Bytes::from("1")));
+        store.put(b"b", w(200, 200), Some(Bytes::from("2")));
+        assert!(store.find_sessions(b"a", 0, 1_000).is_empty());
+        assert_eq!(store.len(), 1);
+        assert_eq!(store.all().len(), 1);
+        let ending: Vec<Window> = store
+            .sessions_ending(0, 300)
+            .into_iter()
+            .map(|s| s.1)
+            .collect();
+        assert_eq!(ending, [w(0, 10), w(200, 200)]);
+        // A write into an expired segment is logged but not kept.
+        store.take_changelog();
+        store.put(b"c", w(120_000, 120_000), Some(Bytes::from("3")));
+        store.put(b"d", w(5, 5), Some(Bytes::from("4")));
+        assert_eq!(store.take_changelog().len(), 2);
+        let ending: Vec<Window> = store
+            .sessions_ending(0, i64::MAX)
+            .into_iter()
+            .map(|s| s.1)
+            .collect();
+        assert_eq!(ending, [w(120_000, 120_000)]);
     }
 
     #[test]

@@ -221,4 +221,18 @@ impl<'a, K: 'static, V: 'static> SessionStore<'a, K, V> {
     pub fn all(&self) -> Result<Vec<(K, Window, V)>, SerdeError> {
         decode_all(self.inner.all(), self.serdes, self.inner.name())
     }
+
+    /// Every live session of every key ending from `earliest_end` to `latest_end` (both
+    /// included), by end, start, then key.
+    pub fn sessions_ending(
+        &self,
+        earliest_end: Timestamp,
+        latest_end: Timestamp,
+    ) -> Result<Vec<(K, Window, V)>, SerdeError> {
+        decode_all(
+            self.inner.sessions_ending(earliest_end, latest_end),
+            self.serdes,
+            self.inner.name(),
+        )
+    }
 }

@@ -30,6 +30,7 @@ import org.apache.kafka.streams.kstream.SlidingWindows;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.WindowedSerdes;
 import org.apache.kafka.streams.processor.PunctuationType;
+import org.apache.kafka.streams.processor.TimestampExtractor;
 import org.apache.kafka.streams.processor.api.Processor;
 import org.apache.kafka.streams.processor.api.ProcessorContext;
 import org.apache.kafka.streams.processor.api.Record;
@@ -60,7 +61,8 @@ public final class Catalog {
                 tableJoin("inner"), tableJoin("left"), tableJoin("outer"),
                 tableGroupCount(), tableGroupReduce(), suppressWindowClose(), suppressTimeLimit(),
                 globalJoin("inner"), globalJoin("left"), namedMixed(), emitOnWindowClose(),
-                tableMapValues(), streamToTable(), sessionAggregate())) {
+                tableMapValues(), streamToTable(), sessionAggregate(), slidingEmitFinal(),
+                sessionEmitFinal(), slidingReduce(), sessionReduce(), eventTimeInValue())) {
             all.put(s.name(), s);
         }
         return all;
@@ -698,6 +700,122 @@ public final class Catalog {
                 List.of(new Scenario.Topic<>("session-pages",
                         JsonCodec.sessionWindowedString(), JsonCodec.STRING)),
                 Catalog::click);
+    }
+
+    /** Sliding windows (5 s, 1 s grace) counted, each window emitted once when it closes. */
+    static Scenario slidingEmitFinal() {
+        return new Scenario(
+                "sliding-emit-final",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    builder.stream("clicks", stringsIn())
+                            .groupByKey()
+                            .windowedBy(SlidingWindows.ofTimeDifferenceAndGrace(
+                                    Duration.ofSeconds(5), Duration.ofSeconds(1)))
+                            .emitStrategy(EmitStrategy.onWindowClose())
+                            .count()
+                            .toStream()
+                            .to("sliding-final-counts", Produced.with(
+                                    WindowedSerdes.timeWindowedSerdeFrom(String.class, 5_000), Serdes.Long()));
+                    return builder.build();
+                },
+                List.of(strings("clicks")),
+                List.of(new Scenario.Topic<>("sliding-final-counts",
+                        JsonCodec.timeWindowedString(5_000), JsonCodec.LONG)),
+                Catalog::click);
+    }
+
+    /** Sessions (4 s gap, 1 s grace) reduced, each emitted once when it closes. */
+    static Scenario sessionEmitFinal() {
+        return new Scenario(
+                "session-emit-final",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    builder.stream("clicks", stringsIn())
+                            .groupByKey()
+                            .windowedBy(SessionWindows.ofInactivityGapAndGrace(
+                                    Duration.ofSeconds(4), Duration.ofSeconds(1)))
+                            .emitStrategy(EmitStrategy.onWindowClose())
+                            .reduce((a, b) -> a + "+" + b, Materialized.as("final-sessions"))
+                            .toStream()
+                            .to("session-final-pages", Produced.with(
+                                    WindowedSerdes.sessionWindowedSerdeFrom(String.class), Serdes.String()));
+                    return builder.build();
+                },
+                List.of(strings("clicks")),
+                List.of(new Scenario.Topic<>("session-final-pages",
+                        JsonCodec.sessionWindowedString(), JsonCodec.STRING)),
+                Catalog::click);
+    }
+
+    /** Sliding windows (3 s, no grace) whose values are joined by reduce, records out of order. */
+    static Scenario slidingReduce() {
+        return new Scenario(
+                "sliding-reduce",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    builder.stream("clicks", stringsIn())
+                            .groupByKey()
+                            .windowedBy(SlidingWindows.ofTimeDifferenceAndGrace(
+                                    Duration.ofSeconds(3), Duration.ofSeconds(10)))
+                            .reduce((a, b) -> a + "+" + b)
+                            .toStream()
+                            .to("sliding-trails", Produced.with(
+                                    WindowedSerdes.timeWindowedSerdeFrom(String.class, 3_000), Serdes.String()));
+                    return builder.build();
+                },
+                List.of(strings("clicks")),
+                List.of(new Scenario.Topic<>("sliding-trails",
+                        JsonCodec.timeWindowedString(3_000), JsonCodec.STRING)),
+                Catalog::click);
+    }
+
+    /** Sessions (3 s gap, 2 s grace) reduced: merged sessions' values joined by the reducer. */
+    static Scenario sessionReduce() {
+        return new Scenario(
+                "session-reduce",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    builder.stream("clicks", stringsIn())
+                            .groupByKey()
+                            .windowedBy(SessionWindows.ofInactivityGapAndGrace(
+                                    Duration.ofSeconds(3), Duration.ofSeconds(2)))
+                            .reduce((a, b) -> a + "+" + b)
+                            .toStream()
+                            .to("session-trails", Produced.with(
+                                    WindowedSerdes.sessionWindowedSerdeFrom(String.class), Serdes.String()));
+                    return builder.build();
+                },
+                List.of(strings("clicks")),
+                List.of(new Scenario.Topic<>("session-trails",
+                        JsonCodec.sessionWindowedString(), JsonCodec.STRING)),
+                Catalog::click);
+    }
+
+    /**
+     * Event time read from the value ({@code "<millis>|<page>"}) by a timestamp extractor,
+     * counted in tumbling windows of 10 s: the record timestamps play no part.
+     */
+    static Scenario eventTimeInValue() {
+        TimestampExtractor fromValue = (record, partitionTime) ->
+                Long.parseLong(((String) record.value()).split("\\|")[0]);
+        return new Scenario(
+                "event-time-in-value",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    builder.stream("readings", stringsIn().withTimestampExtractor(fromValue))
+                            .groupByKey()
+                            .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofSeconds(10), Duration.ofSeconds(2)))
+                            .count()
+                            .toStream()
+                            .to("readings-per-window", Produced.with(
+                                    WindowedSerdes.timeWindowedSerdeFrom(String.class, 10_000), Serdes.Long()));
+                    return builder.build();
+                },
+                List.of(strings("readings")),
+                List.of(new Scenario.Topic<>("readings-per-window",
+                        JsonCodec.timeWindowedString(10_000), JsonCodec.LONG)),
+                i -> new Scenario.Event("readings", "sensor-" + (i % 10), (i * 1000) + "|" + i, 0));
     }
 
     /** Forwards the first value of each key; every 1,000 ms of stream time, the count of keys. */
