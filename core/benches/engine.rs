@@ -5,15 +5,25 @@
 //! cargo bench -p eddy-core --bench engine
 //! ```
 //!
+//! The records come as a consumer hands them over (slices of fetched batches) and go to the
+//! task in polls of 1,000 (Kafka Streams' `max.poll.records`), after each of which the output
+//! and the changelog are taken, as the runtime does. The bench profile builds with fat LTO and
+//! one codegen unit, as a user's optimized release build would.
+//!
 //! Three topologies, each run once to warm up and then several times on the same records (the
 //! median is printed):
 //! a stateless chain of three operations (filter, map_values, select_key), a count by key in
 //! memory, and a count by key in tumbling windows. Keys and values are 8-byte integers;
 //! 10,000 distinct keys.
+//!
+//! `ENGINE_BENCH_ONLY=stateless|count|windowed|pipe` runs one topology and prints each run
+//! (`pipe` is a source straight into a sink: the engine's floor); `ENGINE_BENCH_RUNS=N` sets
+//! how many runs, one being enough under a profiler such as `valgrind --tool=cachegrind`,
+//! whose instruction counts do not move with the machine's load as timings do.
 
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{BufMut, BytesMut};
 use eddy_core::log::Record;
 use eddy_core::serde::I64Serde;
 use eddy_core::streams::windows::TimeWindows;
@@ -25,16 +35,35 @@ use eddy_core::streams::{
 const RECORDS: usize = 2_000_000;
 const KEYS: i64 = 10_000;
 const RUNS: usize = 5;
+/// Records per fetched batch.
+const BATCH: usize = 1_000;
+/// Records handed to the task at a time before its output and changelog are taken: Kafka
+/// Streams' default `max.poll.records`.
+const POLL: usize = 1_000;
 
+/// The input records as the consumer hands them over: the keys and values of a fetched
+/// batch (1,000 records here) are slices of that batch's buffer, not allocations of their own.
 fn input() -> Vec<Record> {
-    (0..RECORDS as i64)
-        .map(|i| Record {
-            key: Some(Bytes::copy_from_slice(&((i * 7919) % KEYS).to_be_bytes())),
-            value: Some(Bytes::copy_from_slice(&i.to_be_bytes())),
-            headers: Vec::new(),
-            timestamp: 1_700_000_000_000 + i,
-        })
-        .collect()
+    let mut records = Vec::with_capacity(RECORDS);
+    for batch in 0..RECORDS / BATCH {
+        let mut buffer = BytesMut::with_capacity(BATCH * 16);
+        for j in 0..BATCH {
+            let i = (batch * BATCH + j) as i64;
+            buffer.put_i64((i * 7919) % KEYS);
+            buffer.put_i64(i);
+        }
+        let buffer = buffer.freeze();
+        for j in 0..BATCH {
+            let i = (batch * BATCH + j) as i64;
+            records.push(Record {
+                key: Some(buffer.slice(j * 16..j * 16 + 8)),
+                value: Some(buffer.slice(j * 16 + 8..j * 16 + 16)),
+                headers: Vec::new(),
+                timestamp: 1_700_000_000_000 + i,
+            });
+        }
+    }
+    records
 }
 
 fn stateless() -> Topology {
@@ -87,13 +116,13 @@ fn run(topology: &Topology, records: &[Record]) -> (Duration, usize) {
     let mut offset = 0;
     let mut input = owned.into_iter();
     loop {
-        let mut added = 0;
-        for r in input.by_ref().take(10_000) {
-            task.add_record("in", offset, r).expect("input");
+        let queued = task.queued();
+        let batch = input.by_ref().take(POLL).map(|r| {
             offset += 1;
-            added += 1;
-        }
-        if added == 0 {
+            (offset - 1, r)
+        });
+        task.add_records("in", batch).expect("input");
+        if task.queued() == queued {
             break;
         }
         while task.process().expect("process") {}
@@ -119,7 +148,12 @@ fn main() {
             }
             _ => stateless(),
         };
-        for _ in 0..RUNS {
+        // `ENGINE_BENCH_RUNS` runs (5 by default): one is enough under a profiler.
+        let runs = std::env::var("ENGINE_BENCH_RUNS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(RUNS);
+        for _ in 0..runs {
             let (elapsed, _) = run(&topology, &records);
             println!(
                 "{only}: {:.0} records/s",

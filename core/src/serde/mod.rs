@@ -60,6 +60,13 @@ impl SerdeError {
     pub fn reason(&self) -> &str {
         &self.0.reason
     }
+
+    /// The same error, of a record of `topic` (or store changelog) instead.
+    #[cold]
+    pub(crate) fn of_topic(mut self, topic: &str) -> Self {
+        self.0.topic = topic.to_string();
+        self
+    }
 }
 
 /// Turns values of one type into bytes and back. Implementations are cheap to share: the

@@ -40,9 +40,27 @@ impl InMemoryKeyValueStore {
         self
     }
 
+    /// The value of `key`.
+    #[inline]
+    fn slot(&self, key: &[u8]) -> Option<&SmallBytes> {
+        match SmallBytes::inline(key) {
+            Some(key) => self.values.get(&key),
+            None => self.values.get(key),
+        }
+    }
+
+    /// The value of `key`, to change in place.
+    #[inline]
+    fn slot_mut(&mut self, key: &[u8]) -> Option<&mut SmallBytes> {
+        match SmallBytes::inline(key) {
+            Some(key) => self.values.get_mut(&key),
+            None => self.values.get_mut(key),
+        }
+    }
+
     fn apply(&mut self, key: &[u8], value: Option<&[u8]>) {
         match value {
-            Some(v) => match self.values.get_mut(key) {
+            Some(v) => match self.slot_mut(key) {
                 Some(old) => *old = SmallBytes::copy(v),
                 None => {
                     let key = SmallBytes::copy(key);
@@ -74,11 +92,11 @@ impl KeyValueBytesStore for InMemoryKeyValueStore {
     }
 
     fn get(&self, key: &[u8]) -> Option<Bytes> {
-        self.values.get(key).map(SmallBytes::to_bytes)
+        self.slot(key).map(SmallBytes::to_bytes)
     }
 
     fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> bool {
-        match self.values.get(key) {
+        match self.slot(key) {
             Some(v) => {
                 out.extend_from_slice(v.as_slice());
                 true
@@ -92,13 +110,15 @@ impl KeyValueBytesStore for InMemoryKeyValueStore {
     }
 
     fn update_slice(&mut self, key: &[u8], update: &mut UpdateBytes<'_>) {
-        self.buffer.clear();
-        match self.values.get_mut(key) {
+        // The buffer is moved out while the map is borrowed, and back at the end.
+        let mut buffer = std::mem::take(&mut self.buffer);
+        buffer.clear();
+        match self.slot_mut(key) {
             Some(old) => {
-                if update(Some(old.as_slice()), &mut self.buffer) {
-                    *old = SmallBytes::copy(&self.buffer);
+                if update(Some(old.as_slice()), &mut buffer) {
+                    *old = SmallBytes::copy(&buffer);
                     if self.logging {
-                        self.log.push(&[key], Some(&self.buffer));
+                        self.log.push(&[key], Some(&buffer));
                     }
                 } else {
                     self.values.remove(key);
@@ -109,13 +129,12 @@ impl KeyValueBytesStore for InMemoryKeyValueStore {
                 }
             }
             None => {
-                if update(None, &mut self.buffer) {
-                    let value = std::mem::take(&mut self.buffer);
-                    self.put_slice(key, Some(&value));
-                    self.buffer = value;
+                if update(None, &mut buffer) {
+                    self.put_slice(key, Some(&buffer));
                 }
             }
         }
+        self.buffer = buffer;
     }
 
     fn put_slice(&mut self, key: &[u8], value: Option<&[u8]>) {

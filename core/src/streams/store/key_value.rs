@@ -256,34 +256,30 @@ impl<'a, K: 'static, V: 'static> KeyValueStore<'a, K, V> {
         update: impl FnOnce(Option<V>) -> Option<V>,
     ) -> Result<(), SerdeError> {
         self.key_into_scratch(key)?;
-        let name = self.inner.name().to_string();
-        let Scratch { key, value: buffer } = &mut *self.scratch;
         let serdes = self.serdes;
         let mut update = Some(update);
         let mut result = Ok(());
-        self.inner.update_slice(key, &mut |old, out| {
-            let old = match old.map(|o| serdes.values.deserialize(&name, o)).transpose() {
+        // The store's name is only wanted in an error: it is put in afterwards.
+        self.inner.update_slice(&self.scratch.key, &mut |old, out| {
+            let old = match old.map(|o| serdes.values.deserialize("", o)).transpose() {
                 Ok(old) => old,
                 Err(e) => {
                     result = Err(e);
                     return false;
                 }
             };
-            let Some(update) = update.take() else {
+            let Some(new) = update.take().and_then(|u| u(old)) else {
                 return false;
             };
-            let Some(new) = update(old) else {
-                return false;
-            };
-            buffer.clear();
-            if let Err(e) = serdes.values.serialize_into(&name, &new, buffer) {
+            let start = out.len();
+            if let Err(e) = serdes.values.serialize_into("", &new, out) {
+                out.truncate(start);
                 result = Err(e);
                 return false;
             }
-            out.extend_from_slice(buffer);
             true
         });
-        result
+        result.map_err(|e: SerdeError| e.of_topic(self.inner.name()))
     }
 
     /// Deletes `key`, returning its value.

@@ -1,6 +1,7 @@
 //! The keys and values of in-memory stores: short ones (most are) are held inline, so that
-//! writing one allocates nothing and comparing keys follows no pointer; longer ones are shared
-//! `Bytes`. Ordered and hashed as their bytes.
+//! writing one allocates nothing and comparing keys follows no pointer; longer ones are boxed.
+//! Each takes 24 bytes, so that a hash table of small keys and values stays small enough for
+//! the processor's caches. Ordered and hashed as their bytes.
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
@@ -8,17 +9,18 @@ use std::cmp::Ordering;
 use bytes::Bytes;
 
 /// How many bytes a key may have and still be held inline.
-const INLINE: usize = 30;
+const INLINE: usize = 22;
 
 /// Bytes of an in-memory store.
 #[derive(Clone)]
 pub(crate) enum SmallBytes {
     Inline { len: u8, bytes: [u8; INLINE] },
-    Shared(Bytes),
+    Boxed(Box<[u8]>),
 }
 
 impl SmallBytes {
     /// `bytes`, copied: inline when short.
+    #[inline]
     pub(crate) fn copy(bytes: &[u8]) -> Self {
         if bytes.len() <= INLINE {
             let mut inline = [0u8; INLINE];
@@ -28,22 +30,27 @@ impl SmallBytes {
                 bytes: inline,
             }
         } else {
-            Self::Shared(Bytes::copy_from_slice(bytes))
+            Self::Boxed(bytes.into())
         }
     }
 
+    #[inline]
     pub(crate) fn as_slice(&self) -> &[u8] {
         match self {
             Self::Inline { len, bytes } => &bytes[..usize::from(*len)],
-            Self::Shared(b) => b,
+            Self::Boxed(b) => b,
         }
     }
 
+    /// `bytes` held inline, if they are short enough: what lookups compare with, as two
+    /// inline values compare without a call to `memcmp`.
+    #[inline]
+    pub(crate) fn inline(bytes: &[u8]) -> Option<Self> {
+        (bytes.len() <= INLINE).then(|| Self::copy(bytes))
+    }
+
     pub(crate) fn to_bytes(&self) -> Bytes {
-        match self {
-            Self::Inline { .. } => Bytes::copy_from_slice(self.as_slice()),
-            Self::Shared(b) => b.clone(),
-        }
+        Bytes::copy_from_slice(self.as_slice())
     }
 }
 
@@ -162,5 +169,25 @@ impl std::hash::Hasher for SeededHasher {
     #[inline]
     fn finish(&self) -> u64 {
         self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_bytes_take_24_bytes_and_keep_their_bytes_either_way() {
+        assert_eq!(std::mem::size_of::<SmallBytes>(), 24);
+        for len in [0, 1, 8, INLINE, INLINE + 1, 100] {
+            let bytes: Vec<u8> = (0..len as u8).collect();
+            let small = SmallBytes::copy(&bytes);
+            assert_eq!(small.as_slice(), &bytes[..]);
+            assert_eq!(small.to_bytes(), Bytes::from(bytes.clone()));
+            assert_eq!(small, SmallBytes::copy(&bytes));
+        }
+        assert!(SmallBytes::copy(b"aa") < SmallBytes::copy(&[b'a'; 40]));
+        assert!(SmallBytes::copy(b"ab") > SmallBytes::copy(&[b'a'; 40]));
+        assert!(SmallBytes::copy(&[b'b'; 40]) > SmallBytes::copy(b"b"));
     }
 }

@@ -72,14 +72,13 @@ impl<'a, K: 'static, V: 'static> WindowStore<'a, K, V> {
         update: impl FnOnce(Option<V>) -> Option<V>,
     ) -> Result<(), SerdeError> {
         self.key(key)?;
-        let name = self.inner.name().to_string();
         let serdes = self.serdes;
         let mut update = Some(update);
         let mut result = Ok(());
-        let mut value_bytes = Vec::new();
+        // The store's name is only wanted in an error: it is put in afterwards.
         self.inner
             .update_slice(self.scratch, start, &mut |old, out| {
-                let old = match old.map(|o| serdes.values.deserialize(&name, o)).transpose() {
+                let old = match old.map(|o| serdes.values.deserialize("", o)).transpose() {
                     Ok(old) => old,
                     Err(e) => {
                         result = Err(e);
@@ -89,15 +88,15 @@ impl<'a, K: 'static, V: 'static> WindowStore<'a, K, V> {
                 let Some(new) = update.take().and_then(|u| u(old)) else {
                     return false;
                 };
-                value_bytes.clear();
-                if let Err(e) = serdes.values.serialize_into(&name, &new, &mut value_bytes) {
+                let start = out.len();
+                if let Err(e) = serdes.values.serialize_into("", &new, out) {
+                    out.truncate(start);
                     result = Err(e);
                     return false;
                 }
-                out.extend_from_slice(&value_bytes);
                 true
             });
-        result
+        result.map_err(|e: SerdeError| e.of_topic(self.inner.name()))
     }
 
     /// The value of `key` in the window starting at `start`.

@@ -278,18 +278,32 @@ impl StreamTask {
         offset: Offset,
         record: crate::log::Record,
     ) -> Result<(), StreamsError> {
+        self.add_records(topic, std::iter::once((offset, record)))
+    }
+
+    /// Queues a batch of records of `topic` with their offsets, as a fetch hands them over:
+    /// the same as [`StreamTask::add_record`] for each, with the input found once.
+    pub fn add_records(
+        &mut self,
+        topic: &str,
+        records: impl IntoIterator<Item = (Offset, crate::log::Record)>,
+    ) -> Result<(), StreamsError> {
         let Some(queue) = self.inputs.iter_mut().find(|q| &*q.topic == topic) else {
             return Err(StreamsError::Processor {
                 processor: format!("task {}", self.id),
                 reason: format!("reads no topic {topic}"),
             });
         };
-        let timestamp = match &queue.extractor {
-            Some(e) => e.extract(&record, queue.partition_time),
-            None => record.timestamp,
-        };
-        queue.partition_time = queue.partition_time.max(timestamp);
-        queue.records.push_back((offset, timestamp, record));
+        let records = records.into_iter();
+        queue.records.reserve(records.size_hint().0);
+        for (offset, record) in records {
+            let timestamp = match &queue.extractor {
+                Some(e) => e.extract(&record, queue.partition_time),
+                None => record.timestamp,
+            };
+            queue.partition_time = queue.partition_time.max(timestamp);
+            queue.records.push_back((offset, timestamp, record));
+        }
         Ok(())
     }
 

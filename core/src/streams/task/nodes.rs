@@ -14,20 +14,20 @@ use crate::streams::record::Record;
 use crate::streams::StreamsError;
 
 /// Takes a node's input of type `T` out of `input`. The topology checks types when it is
-/// built, so another type is never expected; it is an error all the same, not a panic.
-#[inline]
-fn take_input<T: 'static>(
-    input: &mut dyn Any,
-    graph: &Graph,
-    me: usize,
-) -> Result<T, StreamsError> {
-    input
-        .downcast_mut::<Option<T>>()
-        .and_then(Option::take)
-        .ok_or_else(|| StreamsError::Processor {
-            processor: graph.nodes[me].name.to_string(),
-            reason: "received a record of another type".into(),
-        })
+/// built, so another type is never expected; it is an error all the same (see
+/// [`wrong_type`]), not a panic.
+#[inline(always)]
+fn take_input<T: 'static>(input: &mut dyn Any) -> Option<T> {
+    input.downcast_mut::<Option<T>>().and_then(Option::take)
+}
+
+/// The error of a node handed a record of another type than its input's.
+#[cold]
+fn wrong_type(graph: &Graph, me: usize) -> StreamsError {
+    StreamsError::Processor {
+        processor: graph.nodes[me].name.to_string(),
+        reason: "received a record of another type".into(),
+    }
 }
 
 /// A [`Processor`] as a node.
@@ -63,7 +63,9 @@ where
         graph: &mut Graph,
         me: usize,
     ) -> Result<(), StreamsError> {
-        let record = take_input::<Record<KIn, VIn>>(input, graph, me)?;
+        let Some(record) = take_input::<Record<KIn, VIn>>(input) else {
+            return Err(wrong_type(graph, me));
+        };
         self.processor
             .process(record, &mut ProcessorContext::new(graph, me))
     }
@@ -98,17 +100,12 @@ impl<K: Data, V: Data> Node for SourceNode<K, V> {
     ) -> Result<(), StreamsError> {
         // The raw record is read in place: only its parts move.
         let Some(raw) = input.downcast_mut::<crate::log::Record>() else {
-            return Err(StreamsError::Processor {
-                processor: graph.nodes[me].name.to_string(),
-                reason: "received a record of another type".into(),
-            });
+            return Err(wrong_type(graph, me));
         };
-        let topic = match &graph.state.metadata {
-            Some(m) => m.topic.clone(),
-            None => Arc::from(""),
-        };
-        let key = deserialize_nullable(&*self.keys, &topic, raw.key.as_deref())?;
-        let value = deserialize_nullable(&*self.values, &topic, raw.value.as_deref())?;
+        // The topic only names the source in errors: borrowed, not cloned per record.
+        let topic = graph.state.metadata.as_ref().map_or("", |m| &*m.topic);
+        let key = deserialize_nullable(&*self.keys, topic, raw.key.as_deref())?;
+        let value = deserialize_nullable(&*self.values, topic, raw.value.as_deref())?;
         let record = Record {
             key,
             value,
@@ -151,6 +148,9 @@ pub(crate) struct SinkNode<K, V> {
     pub(crate) values: Arc<dyn Serde<Value = V>>,
     pub(crate) partitioner: Option<StreamPartitioner<K, V>>,
     pub(crate) partitions: Option<super::PartitionCounts>,
+    /// The fixed topic's index in the task's output, once known (the output keeps its table
+    /// of topics for the task's life).
+    pub(crate) topic_index: Option<u32>,
 }
 
 impl<K: Data, V: Data> Node for SinkNode<K, V> {
@@ -160,7 +160,9 @@ impl<K: Data, V: Data> Node for SinkNode<K, V> {
         graph: &mut Graph,
         me: usize,
     ) -> Result<(), StreamsError> {
-        let record = take_input::<Record<K, V>>(input, graph, me)?;
+        let Some(record) = take_input::<Record<K, V>>(input) else {
+            return Err(wrong_type(graph, me));
+        };
         let chosen;
         let topic: &Arc<str> = match &self.topic {
             SinkTopic::Fixed(t) => t,
@@ -176,7 +178,15 @@ impl<K: Data, V: Data> Node for SinkNode<K, V> {
             _ => None,
         };
         let output = &mut graph.state.output;
-        let topic_index = output.topic_index(topic);
+        let topic_index = match (&self.topic, self.topic_index) {
+            (SinkTopic::Fixed(_), Some(i)) => i,
+            (SinkTopic::Fixed(_), None) => {
+                let i = output.topic_index(topic);
+                self.topic_index = Some(i);
+                i
+            }
+            (SinkTopic::Chosen(_), _) => output.topic_index(topic),
+        };
         let data = output.data();
         let start = data.len();
         let key = write(&*self.keys, topic, &record.key, data);

@@ -422,6 +422,7 @@ impl Topology {
                     values: values.clone(),
                     partitioner: partitioner.clone(),
                     partitions: ctx.partitions.clone(),
+                    topic_index: None,
                 })
             }),
             input: Some(Payload::record::<K, V>()),
