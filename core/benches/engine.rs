@@ -129,6 +129,7 @@ fn run(topology: &Topology, records: &[Record]) -> (Duration, usize) {
         produced += task.output().len();
         task.clear_output();
         produced += task.changelog().iter().map(|(_, w)| w.len()).sum::<usize>();
+        task.clear_changelog();
     }
     (started.elapsed(), produced)
 }

@@ -1,6 +1,6 @@
-//! The writes of an in-memory store since its changelog was last taken, their bytes kept in
-//! one buffer: recording a write allocates nothing, and taking the changelog makes one
-//! shared buffer that every record's key and value are slices of.
+//! The writes of an in-memory store since its changelog was last cleared, their bytes kept in
+//! one buffer: recording a write allocates nothing, and the task hands them to the producer
+//! as a borrowed [`ChangelogBatch`], without a copy or a reference count per write.
 
 use bytes::Bytes;
 
@@ -33,25 +33,92 @@ impl ChangelogBuffer {
         self.writes.push((key, value));
     }
 
-    /// The writes, in the order they were made.
-    pub(crate) fn take(&mut self) -> Vec<ChangelogRecord> {
-        let mut out = Vec::with_capacity(self.writes.len());
-        self.take_into(&mut out);
-        out
+    /// The writes, borrowed, in the order they were made.
+    pub(crate) fn batch(&self) -> ChangelogBatch<'_> {
+        ChangelogBatch {
+            data: &self.data,
+            writes: &self.writes,
+        }
     }
 
-    /// Appends the writes to `out`, in the order they were made. Their bytes are copied out
-    /// once, into one shared buffer; this buffer is kept for the next writes.
-    pub(crate) fn take_into(&mut self, out: &mut Vec<ChangelogRecord>) {
-        if self.writes.is_empty() {
-            return;
-        }
-        let data = Bytes::copy_from_slice(&self.data);
+    /// Forgets the writes, keeping the buffers for the next ones.
+    pub(crate) fn clear(&mut self) {
         self.data.clear();
+        self.writes.clear();
+    }
+}
+
+/// A store's writes since its changelog was last cleared, borrowed from the store: each a
+/// changelog key and a value (`None` for a deletion).
+#[derive(Debug, Clone, Copy)]
+pub struct ChangelogBatch<'a> {
+    data: &'a [u8],
+    writes: &'a [(Span, Option<Span>)],
+}
+
+impl<'a> ChangelogBatch<'a> {
+    /// No writes.
+    pub const EMPTY: ChangelogBatch<'static> = ChangelogBatch {
+        data: &[],
+        writes: &[],
+    };
+
+    /// The number of writes.
+    pub fn len(&self) -> usize {
+        self.writes.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.writes.is_empty()
+    }
+
+    /// The writes, in the order they were made: key and value.
+    pub fn iter(&self) -> impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)> + 'a {
+        let data = self.data;
+        let slice = move |(from, len): Span| &data[from..from + len];
+        self.writes
+            .iter()
+            .map(move |&(k, v)| (slice(k), v.map(slice)))
+    }
+
+    /// The writes as records that own their bytes (one shared buffer for all of them).
+    pub fn to_records(&self) -> Vec<ChangelogRecord> {
+        let data = Bytes::copy_from_slice(self.data);
         let slice = |(from, len): Span| data.slice(from..from + len);
-        out.extend(self.writes.drain(..).map(|(k, v)| ChangelogRecord {
-            key: slice(k),
-            value: v.map(slice),
-        }));
+        self.writes
+            .iter()
+            .map(|&(k, v)| ChangelogRecord {
+                key: slice(k),
+                value: v.map(slice),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_shows_the_writes_in_order_until_cleared() {
+        let mut log = ChangelogBuffer::default();
+        log.push(&[b"k", b"1"], Some(b"v1"));
+        log.push(&[b"k2"], None);
+        let batch = log.batch();
+        assert_eq!(batch.len(), 2);
+        let writes: Vec<_> = batch.iter().collect();
+        assert_eq!(writes, [(&b"k1"[..], Some(&b"v1"[..])), (&b"k2"[..], None)]);
+        let records = batch.to_records();
+        assert_eq!(records[0].key, Bytes::from("k1"));
+        assert_eq!(records[0].value, Some(Bytes::from("v1")));
+        assert_eq!(records[1].value, None);
+        log.clear();
+        assert!(log.batch().is_empty());
+        log.push(&[b"k3"], Some(b""));
+        assert_eq!(
+            log.batch().iter().next(),
+            Some((&b"k3"[..], Some(&b""[..])))
+        );
     }
 }

@@ -7,7 +7,7 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 
-use super::changelog::ChangelogBuffer;
+use super::changelog::{ChangelogBatch, ChangelogBuffer};
 use super::small_bytes::{SeededHashing, SmallBytes};
 use super::{ChangelogRecord, KeyValueBytesStore, UpdateBytes};
 
@@ -169,12 +169,12 @@ impl KeyValueBytesStore for InMemoryKeyValueStore {
         self.values.len()
     }
 
-    fn take_changelog(&mut self) -> Vec<ChangelogRecord> {
-        self.log.take()
+    fn changelog(&self) -> ChangelogBatch<'_> {
+        self.log.batch()
     }
 
-    fn take_changelog_into(&mut self, out: &mut Vec<ChangelogRecord>) {
-        self.log.take_into(out);
+    fn clear_changelog(&mut self) {
+        self.log.clear();
     }
 
     fn restore(&mut self, record: ChangelogRecord) {

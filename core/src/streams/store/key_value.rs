@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::changelog::ChangelogBatch;
 use super::Scratch;
 use crate::serde::{Serde, SerdeError};
 
@@ -85,13 +86,18 @@ pub trait KeyValueBytesStore: Send {
         self.len() == 0
     }
 
-    /// The writes since the last call, in the order they were made.
-    fn take_changelog(&mut self) -> Vec<ChangelogRecord>;
+    /// The writes since the changelog was last cleared, in the order they were made,
+    /// borrowed: what the task hands to the producer of the changelog topic.
+    fn changelog(&self) -> ChangelogBatch<'_>;
 
-    /// Appends the writes since the last call to `out` (what the task uses, with a buffer it
-    /// keeps).
-    fn take_changelog_into(&mut self, out: &mut Vec<ChangelogRecord>) {
-        out.extend(self.take_changelog());
+    /// Forgets the writes [`changelog`](Self::changelog) shows, once they are sent.
+    fn clear_changelog(&mut self);
+
+    /// The writes since the changelog was last cleared, as records, and clears it.
+    fn take_changelog(&mut self) -> Vec<ChangelogRecord> {
+        let records = self.changelog().to_records();
+        self.clear_changelog();
+        records
     }
 
     /// Applies a changelog record without recording it again (restoration).

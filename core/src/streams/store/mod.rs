@@ -16,6 +16,7 @@ mod typed;
 mod window;
 
 pub use builder::{InMemoryStores, StoreBuilder, StoreKind, StoreSupplier};
+pub use changelog::ChangelogBatch;
 pub use in_memory::InMemoryKeyValueStore;
 pub use key_value::{
     ChangelogRecord, KeyValueBytesStore, KeyValueSerdes, KeyValueStore, UpdateBytes,

@@ -9,7 +9,7 @@ use std::ops::Bound;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::changelog::ChangelogBuffer;
+use super::changelog::{ChangelogBatch, ChangelogBuffer};
 use super::small_bytes::{SeededHashing, SmallBytes};
 use super::{ChangelogRecord, UpdateBytes};
 use crate::log::Timestamp;
@@ -68,13 +68,18 @@ pub trait WindowBytesStore: Send {
         self.len() == 0
     }
 
-    /// The writes since the last call.
-    fn take_changelog(&mut self) -> Vec<ChangelogRecord>;
+    /// The writes since the changelog was last cleared, in the order they were made,
+    /// borrowed: what the task hands to the producer of the changelog topic.
+    fn changelog(&self) -> ChangelogBatch<'_>;
 
-    /// Appends the writes since the last call to `out` (what the task uses, with a buffer it
-    /// keeps).
-    fn take_changelog_into(&mut self, out: &mut Vec<ChangelogRecord>) {
-        out.extend(self.take_changelog());
+    /// Forgets the writes [`changelog`](Self::changelog) shows, once they are sent.
+    fn clear_changelog(&mut self);
+
+    /// The writes since the changelog was last cleared, as records, and clears it.
+    fn take_changelog(&mut self) -> Vec<ChangelogRecord> {
+        let records = self.changelog().to_records();
+        self.clear_changelog();
+        records
     }
 
     /// Applies a changelog record without recording it again (restoration).
@@ -301,12 +306,12 @@ impl WindowBytesStore for InMemoryWindowStore {
         self.values.len()
     }
 
-    fn take_changelog(&mut self) -> Vec<ChangelogRecord> {
-        self.log.take()
+    fn changelog(&self) -> ChangelogBatch<'_> {
+        self.log.batch()
     }
 
-    fn take_changelog_into(&mut self, out: &mut Vec<ChangelogRecord>) {
-        self.log.take_into(out);
+    fn clear_changelog(&mut self) {
+        self.log.clear();
     }
 
     fn restore(&mut self, record: ChangelogRecord) -> Result<(), SerdeError> {

@@ -11,7 +11,7 @@ use crate::log::Timestamp;
 use crate::streams::processor::{Punctuation, PunctuationType, ScheduleId};
 use crate::streams::record::RecordMetadata;
 use crate::streams::store::{
-    ChangelogRecord, KeyValueBytesStore, Scratch, SessionBytesStore, StoreBuilder, WindowBytesStore,
+    ChangelogBatch, KeyValueBytesStore, Scratch, SessionBytesStore, StoreBuilder, WindowBytesStore,
 };
 use crate::streams::StreamsError;
 
@@ -72,16 +72,24 @@ pub enum StoreInstance {
 pub type SharedStore = Arc<Mutex<Box<dyn KeyValueBytesStore>>>;
 
 impl StoreInstance {
-    /// Appends the writes since the last call to `out`.
-    pub fn take_changelog_into(&mut self, out: &mut Vec<ChangelogRecord>) {
+    /// The writes since the changelog was last cleared. A global store has none: it is
+    /// restored from its source topic, as in Kafka Streams.
+    pub fn changelog(&self) -> ChangelogBatch<'_> {
         match self {
-            Self::KeyValue(s) => s.take_changelog_into(out),
-            Self::Window(s) => s.take_changelog_into(out),
-            Self::Session(s) => s.take_changelog_into(out),
-            Self::Shared(s) => s
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take_changelog_into(out),
+            Self::KeyValue(s) => s.changelog(),
+            Self::Window(s) => s.changelog(),
+            Self::Session(s) => s.changelog(),
+            Self::Shared(_) => ChangelogBatch::EMPTY,
+        }
+    }
+
+    /// Forgets the writes [`StoreInstance::changelog`] shows.
+    pub fn clear_changelog(&mut self) {
+        match self {
+            Self::KeyValue(s) => s.clear_changelog(),
+            Self::Window(s) => s.clear_changelog(),
+            Self::Session(s) => s.clear_changelog(),
+            Self::Shared(_) => {}
         }
     }
 }
@@ -92,8 +100,6 @@ pub(crate) struct StoreSlot {
     pub(crate) store: StoreInstance,
     /// The changelog topic's full name.
     pub(crate) changelog_topic: Arc<str>,
-    /// The writes collected by the last [`TaskState::collect_changelog`].
-    pub(crate) pending: Vec<ChangelogRecord>,
 }
 
 /// A punctuation schedule.
@@ -138,15 +144,6 @@ impl TaskState {
         match self.dropped.iter_mut().find(|(n, _)| n == node) {
             Some((_, count)) => *count += 1,
             None => self.dropped.push((node.clone(), 1)),
-        }
-    }
-
-    /// Moves every store's writes since the last call into the store's pending list (the
-    /// lists of the last call are cleared; their buffers are kept).
-    pub(crate) fn collect_changelog(&mut self) {
-        for slot in &mut self.stores {
-            slot.pending.clear();
-            slot.store.take_changelog_into(&mut slot.pending);
         }
     }
 }

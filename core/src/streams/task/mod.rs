@@ -20,7 +20,7 @@ use crate::log::{Offset, Timestamp};
 use crate::streams::processor::{Punctuation, PunctuationType};
 use crate::streams::record::RecordMetadata;
 use crate::streams::store::{
-    ChangelogRecord, InMemoryStores, StoreBuilder, StoreKind, StoreSupplier,
+    ChangelogBatch, InMemoryStores, StoreBuilder, StoreKind, StoreSupplier,
 };
 use crate::streams::topology::{BuildContext, NodeKind, Topology};
 use crate::streams::{StreamsError, TopologyError};
@@ -188,7 +188,6 @@ impl StreamTask {
                             ),
                         };
                         stores.push(StoreSlot {
-                            pending: Vec::new(),
                             store,
                             changelog_topic: Arc::from(format!(
                                 "{}-{}-changelog",
@@ -391,17 +390,23 @@ impl StreamTask {
         self.graph.state.output.clear();
     }
 
-    /// The store writes since the last call, by changelog topic (full name), without an
-    /// allocation per write: the lists are the task's and are reused by the next call.
-    pub fn changelog(&mut self) -> Vec<(&str, &[ChangelogRecord])> {
-        self.graph.state.collect_changelog();
+    /// The store writes since the changelog was last cleared, by changelog topic (full name),
+    /// borrowed from the stores: nothing is copied until the producer copies it.
+    pub fn changelog(&self) -> Vec<(&str, ChangelogBatch<'_>)> {
         self.graph
             .state
             .stores
             .iter()
-            .filter(|s| !s.pending.is_empty())
-            .map(|s| (&*s.changelog_topic, &s.pending[..]))
+            .map(|s| (&*s.changelog_topic, s.store.changelog()))
+            .filter(|(_, batch)| !batch.is_empty())
             .collect()
+    }
+
+    /// Forgets the store writes once the caller has taken them (the buffers are kept).
+    pub fn clear_changelog(&mut self) {
+        for slot in &mut self.graph.state.stores {
+            slot.store.clear_changelog();
+        }
     }
 
     /// Records dropped on purpose (late for their window), by processor name.
