@@ -95,9 +95,30 @@ impl PartialOrd for SmallBytes {
 }
 
 impl Ord for SmallBytes {
+    #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
-        self.as_slice().cmp(other.as_slice())
+        match (self, other) {
+            // Zero-padded arrays compared as big-endian words, then lengths, order as the
+            // bytes do: where the arrays first differ past the shorter key, the longer one
+            // has a byte above the other's padding; where they do not, the shorter is a
+            // prefix of the longer.
+            (Self::Inline { len: a, bytes: x }, Self::Inline { len: b, bytes: y }) => {
+                words(x).cmp(&words(y)).then(a.cmp(b))
+            }
+            _ => self.as_slice().cmp(other.as_slice()),
+        }
     }
+}
+
+/// An inline array as three big-endian words, which compare as the bytes do.
+#[inline]
+fn words(bytes: &[u8; INLINE]) -> (u64, u64, u64) {
+    let word = |range: std::ops::Range<usize>| {
+        let mut w = [0u8; 8];
+        w[..range.len()].copy_from_slice(&bytes[range]);
+        u64::from_be_bytes(w)
+    };
+    (word(0..8), word(8..16), word(16..INLINE))
 }
 
 /// A fast hasher for store keys, seeded at random per store (as `foldhash` and hashbrown's
@@ -189,5 +210,39 @@ mod tests {
         assert!(SmallBytes::copy(b"aa") < SmallBytes::copy(&[b'a'; 40]));
         assert!(SmallBytes::copy(b"ab") > SmallBytes::copy(&[b'a'; 40]));
         assert!(SmallBytes::copy(&[b'b'; 40]) > SmallBytes::copy(b"b"));
+    }
+
+    #[test]
+    fn small_bytes_order_as_their_bytes() {
+        // Every pair of short strings over a small alphabet (zeros included, so that padding
+        // is tested), and some longer than the inline size.
+        let mut samples: Vec<Vec<u8>> = vec![Vec::new()];
+        for len in 1..=3 {
+            let mut next = Vec::new();
+            for s in samples.iter().filter(|s| s.len() == len - 1) {
+                for b in [0u8, 1, 0xff] {
+                    let mut t = s.clone();
+                    t.push(b);
+                    next.push(t);
+                }
+            }
+            samples.extend(next);
+        }
+        for base in [
+            vec![7u8; INLINE - 1],
+            vec![7u8; INLINE],
+            vec![7u8; INLINE + 2],
+        ] {
+            for tail in [Vec::new(), vec![0], vec![0, 0], vec![9]] {
+                samples.push([base.clone(), tail].concat());
+            }
+        }
+        for a in &samples {
+            for b in &samples {
+                let (x, y) = (SmallBytes::copy(a), SmallBytes::copy(b));
+                assert_eq!(x.cmp(&y), a.cmp(b), "{a:?} vs {b:?}");
+                assert_eq!(x == y, a == b);
+            }
+        }
     }
 }
