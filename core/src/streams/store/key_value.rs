@@ -104,6 +104,36 @@ pub trait KeyValueBytesStore: Send {
     fn restore(&mut self, record: ChangelogRecord);
 }
 
+/// A typed update as a store applies it to bytes: decodes the old value (if any), calls the
+/// update (once), and appends the new value to `out`; `false` deletes or keeps nothing. A
+/// serde error goes to `result` (without the store's name, which only an error needs: the
+/// caller puts it in afterwards) and changes nothing.
+pub(crate) fn update_bytes<V: 'static>(
+    values: &dyn Serde<Value = V>,
+    update: &mut Option<impl FnOnce(Option<V>) -> Option<V>>,
+    old: Option<&[u8]>,
+    out: &mut Vec<u8>,
+    result: &mut Result<(), SerdeError>,
+) -> bool {
+    let old = match old.map(|o| values.deserialize("", o)).transpose() {
+        Ok(old) => old,
+        Err(e) => {
+            *result = Err(e);
+            return false;
+        }
+    };
+    let Some(new) = update.take().and_then(|u| u(old)) else {
+        return false;
+    };
+    let start = out.len();
+    if let Err(e) = values.serialize_into("", &new, out) {
+        out.truncate(start);
+        *result = Err(e);
+        return false;
+    }
+    true
+}
+
 /// The serdes of a store's keys and values.
 pub struct KeyValueSerdes<K, V> {
     /// How keys become bytes.
@@ -262,28 +292,11 @@ impl<'a, K: 'static, V: 'static> KeyValueStore<'a, K, V> {
         update: impl FnOnce(Option<V>) -> Option<V>,
     ) -> Result<(), SerdeError> {
         self.key_into_scratch(key)?;
-        let serdes = self.serdes;
+        let values = &*self.serdes.values;
         let mut update = Some(update);
         let mut result = Ok(());
-        // The store's name is only wanted in an error: it is put in afterwards.
         self.inner.update_slice(&self.scratch.key, &mut |old, out| {
-            let old = match old.map(|o| serdes.values.deserialize("", o)).transpose() {
-                Ok(old) => old,
-                Err(e) => {
-                    result = Err(e);
-                    return false;
-                }
-            };
-            let Some(new) = update.take().and_then(|u| u(old)) else {
-                return false;
-            };
-            let start = out.len();
-            if let Err(e) = serdes.values.serialize_into("", &new, out) {
-                out.truncate(start);
-                result = Err(e);
-                return false;
-            }
-            true
+            update_bytes(values, &mut update, old, out, &mut result)
         });
         result.map_err(|e: SerdeError| e.of_topic(self.inner.name()))
     }

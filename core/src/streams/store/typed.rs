@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 
+use super::key_value::update_bytes;
 use super::{KeyValueSerdes, SessionBytesStore, WindowBytesStore};
 use crate::log::Timestamp;
 use crate::serde::SerdeError;
@@ -72,29 +73,12 @@ impl<'a, K: 'static, V: 'static> WindowStore<'a, K, V> {
         update: impl FnOnce(Option<V>) -> Option<V>,
     ) -> Result<(), SerdeError> {
         self.key(key)?;
-        let serdes = self.serdes;
+        let values = &*self.serdes.values;
         let mut update = Some(update);
         let mut result = Ok(());
-        // The store's name is only wanted in an error: it is put in afterwards.
         self.inner
             .update_slice(self.scratch, start, &mut |old, out| {
-                let old = match old.map(|o| serdes.values.deserialize("", o)).transpose() {
-                    Ok(old) => old,
-                    Err(e) => {
-                        result = Err(e);
-                        return false;
-                    }
-                };
-                let Some(new) = update.take().and_then(|u| u(old)) else {
-                    return false;
-                };
-                let start = out.len();
-                if let Err(e) = serdes.values.serialize_into("", &new, out) {
-                    out.truncate(start);
-                    result = Err(e);
-                    return false;
-                }
-                true
+                update_bytes(values, &mut update, old, out, &mut result)
             });
         result.map_err(|e: SerdeError| e.of_topic(self.inner.name()))
     }
