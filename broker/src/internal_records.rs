@@ -1,28 +1,69 @@
 //! The primitives of the records coordinators keep in internal topics (`__consumer_offsets`,
 //! `__transaction_state`), in Kafka's non-flexible layout: big-endian integers,
-//! i16-length-prefixed strings, i32-length-prefixed byte arrays. Decoding checks every length
-//! against what remains and never panics.
+//! i16-length-prefixed strings, i32-length-prefixed byte arrays. Writing refuses a value its
+//! length field cannot hold; decoding checks every length against what remains and never
+//! panics.
 
 use bytes::{BufMut, BytesMut};
 
+/// A value too large for the field that would store it: a string over `i16::MAX` bytes, a
+/// byte array or a list over `i32::MAX`. Nothing is written then: a length is never narrowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field} of {len} is too long for the record (at most {max})")]
+pub(crate) struct TooLong {
+    /// What was being written.
+    pub(crate) field: &'static str,
+    /// Its length.
+    pub(crate) len: usize,
+    /// The most the field can hold.
+    pub(crate) max: usize,
+}
+
+/// `len` as an `i16` length of `field`.
+pub(crate) fn i16_len(field: &'static str, len: usize) -> Result<i16, TooLong> {
+    i16::try_from(len).map_err(|_| TooLong {
+        field,
+        len,
+        max: i16::MAX as usize,
+    })
+}
+
+/// `len` as an `i32` length or count of `field`.
+pub(crate) fn i32_len(field: &'static str, len: usize) -> Result<i32, TooLong> {
+    i32::try_from(len).map_err(|_| TooLong {
+        field,
+        len,
+        max: i32::MAX as usize,
+    })
+}
+
 /// Writes a string (i16 length, UTF-8).
-pub(crate) fn put_string(buf: &mut BytesMut, s: &str) {
-    buf.put_i16(s.len() as i16);
+pub(crate) fn put_string(buf: &mut BytesMut, field: &'static str, s: &str) -> Result<(), TooLong> {
+    buf.put_i16(i16_len(field, s.len())?);
     buf.extend_from_slice(s.as_bytes());
+    Ok(())
 }
 
 /// Writes a nullable string (length -1 for null).
-pub(crate) fn put_nullable_string(buf: &mut BytesMut, s: Option<&str>) {
+pub(crate) fn put_nullable_string(
+    buf: &mut BytesMut,
+    field: &'static str,
+    s: Option<&str>,
+) -> Result<(), TooLong> {
     match s {
-        Some(s) => put_string(buf, s),
-        None => buf.put_i16(-1),
+        Some(s) => put_string(buf, field, s),
+        None => {
+            buf.put_i16(-1);
+            Ok(())
+        }
     }
 }
 
 /// Writes a byte array (i32 length).
-pub(crate) fn put_bytes(buf: &mut BytesMut, b: &[u8]) {
-    buf.put_i32(b.len() as i32);
+pub(crate) fn put_bytes(buf: &mut BytesMut, field: &'static str, b: &[u8]) -> Result<(), TooLong> {
+    buf.put_i32(i32_len(field, b.len())?);
     buf.extend_from_slice(b);
+    Ok(())
 }
 
 /// A cursor that checks every read against what remains.

@@ -43,14 +43,7 @@ impl WireConnection {
         request: &R,
     ) -> io::Result<R::Response> {
         let correlation_id = self.write_request(version, request).await?;
-        let mut response = self.read_frame().await?;
-        let header = ResponseHeader::decode(&mut response, R::Response::header_version(version))
-            .map_err(io::Error::other)?;
-        assert_eq!(
-            header.correlation_id, correlation_id,
-            "responses out of order"
-        );
-        R::Response::decode(&mut response, version).map_err(io::Error::other)
+        self.read_response::<R>(version, correlation_id).await
     }
 
     /// Sends a request the broker does not answer (a produce with acks=0).
@@ -62,24 +55,71 @@ impl WireConnection {
         self.write_request(version, request).await.map(|_| ())
     }
 
+    /// Sends a request as [`Self::request`] does, with every compact string equal to
+    /// `placeholder` replaced by `replacement` on the wire: a string that the codec would
+    /// refuse to encode (longer than Kafka allows, say) can still be sent to the broker.
+    /// `version` must be a flexible one.
+    pub async fn request_replacing<R: Request>(
+        &mut self,
+        version: i16,
+        request: &R,
+        placeholder: &str,
+        replacement: &[u8],
+    ) -> io::Result<R::Response> {
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id += 1;
+        let body = encode_request(correlation_id, version, request)?;
+        let compact = |s: &[u8]| {
+            let mut out = Vec::new();
+            let mut n = u64::try_from(s.len()).expect("a length fits u64") + 1;
+            while n >= 0x80 {
+                out.push((n as u8 & 0x7f) | 0x80);
+                n >>= 7;
+            }
+            out.push(n as u8);
+            out.extend_from_slice(s);
+            out
+        };
+        let (from, to) = (compact(placeholder.as_bytes()), compact(replacement));
+        let mut replaced = Vec::with_capacity(body.len() + replacement.len());
+        let mut rest = &body[..];
+        while let Some(at) = rest.windows(from.len()).position(|w| w == from) {
+            replaced.extend_from_slice(&rest[..at]);
+            replaced.extend_from_slice(&to);
+            rest = &rest[at + from.len()..];
+        }
+        assert!(
+            !replaced.is_empty(),
+            "the placeholder is not in the request"
+        );
+        replaced.extend_from_slice(rest);
+        let size = i32::try_from(replaced.len()).expect("a frame under 2 GiB");
+        self.stream.write_all(&size.to_be_bytes()).await?;
+        self.stream.write_all(&replaced).await?;
+        self.read_response::<R>(version, correlation_id).await
+    }
+
+    async fn read_response<R: Request>(
+        &mut self,
+        version: i16,
+        correlation_id: i32,
+    ) -> io::Result<R::Response> {
+        let mut response = self.read_frame().await?;
+        let header = ResponseHeader::decode(&mut response, R::Response::header_version(version))
+            .map_err(io::Error::other)?;
+        assert_eq!(
+            header.correlation_id, correlation_id,
+            "responses out of order"
+        );
+        R::Response::decode(&mut response, version).map_err(io::Error::other)
+    }
+
     async fn write_request<R: Request>(&mut self, version: i16, request: &R) -> io::Result<i32> {
         let correlation_id = self.next_correlation_id;
         self.next_correlation_id += 1;
-        let api = ApiKey::try_from(R::KEY).expect("a known API key");
-        let header = RequestHeader::default()
-            .with_request_api_key(R::KEY)
-            .with_request_api_version(version)
-            .with_correlation_id(correlation_id)
-            .with_client_id(Some(StrBytes::from_static_str("eddy-tests")));
-        let mut body = BytesMut::new();
-        header
-            .encode(&mut body, api.request_header_version(version))
-            .map_err(io::Error::other)?;
-        request
-            .encode(&mut body, version)
-            .map_err(io::Error::other)?;
+        let body = encode_request(correlation_id, version, request)?;
         let mut frame = BytesMut::with_capacity(body.len() + 4);
-        frame.put_i32(body.len() as i32);
+        frame.put_i32(i32::try_from(body.len()).map_err(io::Error::other)?);
         frame.extend_from_slice(&body);
         self.stream.write_all(&frame).await?;
         Ok(correlation_id)
@@ -106,6 +146,28 @@ impl WireConnection {
     }
 }
 
+/// A request's header and body, without the frame's size.
+fn encode_request<R: Request>(
+    correlation_id: i32,
+    version: i16,
+    request: &R,
+) -> io::Result<BytesMut> {
+    let api = ApiKey::try_from(R::KEY).expect("a known API key");
+    let header = RequestHeader::default()
+        .with_request_api_key(R::KEY)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str("eddy-tests")));
+    let mut body = BytesMut::new();
+    header
+        .encode(&mut body, api.request_header_version(version))
+        .map_err(io::Error::other)?;
+    request
+        .encode(&mut body, version)
+        .map_err(io::Error::other)?;
+    Ok(body)
+}
+
 /// Reads an i16 error code at the front of a body.
 pub fn leading_error_code(mut body: Bytes) -> i16 {
     body.get_i16()
@@ -117,6 +179,8 @@ pub fn leading_error_code(mut body: Bytes) -> i16 {
 pub struct TestBroker {
     bootstrap: String,
     embedded: Option<eddy::embedded::EmbeddedBroker>,
+    /// The embedded broker's data, kept across [`TestBroker::restart`].
+    data: Option<tempfile::TempDir>,
 }
 
 impl TestBroker {
@@ -126,17 +190,39 @@ impl TestBroker {
             Ok(bootstrap) if !bootstrap.is_empty() => Self {
                 bootstrap,
                 embedded: None,
+                data: None,
             },
             _ => {
-                let broker = eddy::embedded::EmbeddedBroker::start()
+                let data = tempfile::Builder::new()
+                    .prefix("eddy-test-broker-")
+                    .tempdir()
+                    .expect("a temporary directory");
+                let broker = eddy::embedded::EmbeddedBroker::start_in(data.path())
                     .await
                     .expect("the embedded broker starts");
                 Self {
                     bootstrap: broker.bootstrap(),
                     embedded: Some(broker),
+                    data: Some(data),
                 }
             }
         }
+    }
+
+    /// Stops the embedded broker and starts it again on the same data (on a new port, which
+    /// [`Self::bootstrap`] then gives): whether it could, which it cannot for an external
+    /// broker. Panics if the broker does not start again.
+    pub async fn restart(&mut self) -> bool {
+        let (Some(broker), Some(data)) = (self.embedded.take(), self.data.as_ref()) else {
+            return false;
+        };
+        broker.shutdown().await.expect("the broker stops");
+        let broker = eddy::embedded::EmbeddedBroker::start_in(data.path())
+            .await
+            .expect("the broker starts again on its data");
+        self.bootstrap = broker.bootstrap();
+        self.embedded = Some(broker);
+        true
     }
 
     /// `bootstrap.servers`.

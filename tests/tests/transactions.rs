@@ -72,7 +72,7 @@ async fn transactions_commit_with_a_marker_in_each_partition_and_none_stays_open
         &broker.bootstrap(),
         &load,
         "payments-writer",
-        Duration::from_millis(20),
+        Duration::from_millis(1),
     )
     .await
     .unwrap();

@@ -30,6 +30,7 @@ pub(crate) use membership::{GroupState, JoinRequest, JoinResult, Pending, SyncRe
 pub(crate) use records::OffsetValue;
 use records::{GroupValue, OffsetsKey};
 
+use crate::internal_records::TooLong;
 use crate::state::now_ms;
 use crate::storage::{Origin, Partition, StorageError};
 
@@ -187,12 +188,14 @@ impl GroupCoordinator {
         coordinator_partition(group, self.offsets_log.len())
     }
 
-    /// Reads every record of `__consumer_offsets` in order and rebuilds groups and offsets.
+    /// Reads every record of `__consumer_offsets` in order and rebuilds groups and offsets. A
+    /// record that does not decode is skipped and counted, never a reason to refuse to start.
     fn replay(&self) -> Result<(), StorageError> {
         let mut groups = self.lock();
         let mut records = 0usize;
+        let mut skipped = 0usize;
         for (index, partition) in self.offsets_log.iter().enumerate() {
-            partition.replay(|header, decoded| {
+            skipped += partition.replay(|header, decoded| {
                 if header.is_control() {
                     if let Some(marker) = decoded.first().and_then(|r| control_type(&r.record)) {
                         let commit = marker == ControlType::Commit;
@@ -207,12 +210,17 @@ impl GroupCoordinator {
                 let transaction = header.is_transactional().then_some(header.producer_id);
                 for r in decoded {
                     records += 1;
-                    apply_record(&mut groups, &r.record, r.offset, transaction);
+                    if !apply_record(&mut groups, &r.record, r.offset, transaction) {
+                        skipped += 1;
+                    }
                 }
             })?;
         }
         if records > 0 {
             tracing::info!(groups = groups.len(), records, "replayed {OFFSETS_TOPIC}");
+        }
+        if skipped > 0 {
+            tracing::warn!(skipped, "skipped undecodable records of {OFFSETS_TOPIC}");
         }
         Ok(())
     }
@@ -231,7 +239,7 @@ impl GroupCoordinator {
         let mut batch = BatchBuilder::new(Compression::None);
         for (key, value) in records {
             batch.append(&Record {
-                key: Some(key.encode()),
+                key: Some(key.encode()?),
                 value: value.clone(),
                 headers: Vec::new(),
                 timestamp: now,
@@ -245,7 +253,7 @@ impl GroupCoordinator {
         let key = OffsetsKey::Group {
             group: group.id.clone(),
         };
-        self.append(&group.id, &[(key, Some(group.stored().encode()))])
+        self.append(&group.id, &[(key, Some(group.stored().encode()?))])
     }
 
     /// Handles a JoinGroup; waits while the group rebalances.
@@ -266,7 +274,7 @@ impl GroupCoordinator {
                 .entry(group_id.to_string())
                 .or_insert_with(|| GroupEntry::new(group_id));
             let (pending, changed) = entry.group.join(request, Instant::now(), now_ms(), || {
-                format!("{client_id}-{}", uuid::Uuid::new_v4())
+                new_member_id(&client_id)
             });
             let appended = match changed {
                 Changed::Store => self.store_group(&entry.group),
@@ -421,7 +429,7 @@ impl GroupCoordinator {
                 }
                 entry.group.touch(member_id, Instant::now());
             }
-            let records: Vec<_> = offsets
+            let records: Result<Vec<_>, TooLong> = offsets
                 .iter()
                 .zip(&codes)
                 .filter(|(_, code)| **code == 0)
@@ -431,10 +439,12 @@ impl GroupCoordinator {
                         topic: topic.clone(),
                         partition: *partition,
                     };
-                    (key, Some(value.encode()))
+                    Ok((key, Some(value.encode()?)))
                 })
                 .collect();
-            self.append(group_id, &records)
+            records
+                .map_err(StorageError::from)
+                .and_then(|records| self.append(group_id, &records))
         };
         let log_offset = match &appended {
             Ok(Appended(Some((_, last_offset)))) => *last_offset,
@@ -500,9 +510,16 @@ impl GroupCoordinator {
                     topic: topic.clone(),
                     partition: *partition,
                 };
+                let (key, value) = key
+                    .encode()
+                    .and_then(|key| Ok((key, value.encode()?)))
+                    .map_err(|e| {
+                        tracing::error!(group = group_id, error = %e, "could not store offsets");
+                        ResponseError::UnknownServerError.code()
+                    })?;
                 batch.append(&Record {
-                    key: Some(key.encode()),
-                    value: Some(value.encode()),
+                    key: Some(key),
+                    value: Some(value),
                     headers: Vec::new(),
                     timestamp: now,
                 });
@@ -806,6 +823,17 @@ impl GroupCoordinator {
     }
 }
 
+/// A new member's id: its client id, a dash and a UUID, as Kafka makes them, with the client id
+/// cut (at a character boundary) so that the id fits the i16 length it is stored with.
+fn new_member_id(client_id: &str) -> String {
+    const UUID_PART: usize = 37;
+    let mut cut = client_id.len().min(i16::MAX as usize - UUID_PART);
+    while !client_id.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}-{}", &client_id[..cut], uuid::Uuid::new_v4())
+}
+
 /// Each offset's code: OFFSET_METADATA_TOO_LARGE for one whose metadata is over the limit.
 fn metadata_codes(offsets: &[(String, i32, OffsetValue)]) -> Vec<i16> {
     offsets
@@ -825,16 +853,20 @@ async fn store(appended: Result<Appended, StorageError>) -> Result<(), StorageEr
 }
 
 /// Applies one record of `__consumer_offsets` during replay; `transaction` is the producer id
-/// of a transactional batch's records, whose offsets stay pending until its marker.
+/// of a transactional batch's records, whose offsets stay pending until its marker. Whether
+/// the record decoded (one that does not is logged and changes nothing).
 fn apply_record(
     groups: &mut HashMap<String, GroupEntry>,
     record: &Record,
     log_offset: i64,
     transaction: Option<i64>,
-) {
+) -> bool {
     let Some(key) = record.key.as_deref().and_then(OffsetsKey::decode) else {
-        tracing::warn!("skipping a record of {OFFSETS_TOPIC} with an unknown key");
-        return;
+        tracing::warn!(
+            offset = log_offset,
+            "skipping a record of {OFFSETS_TOPIC} with an unknown key"
+        );
+        return false;
     };
     let group_id = key.group().to_string();
     match (key, record.value.as_deref()) {
@@ -859,7 +891,10 @@ fn apply_record(
                     None => entry.apply_offset((topic, partition), v, log_offset),
                 }
             }
-            None => tracing::warn!(group = %group_id, "skipping a malformed offset record"),
+            None => {
+                tracing::warn!(group = %group_id, offset = log_offset, "skipping a malformed offset record");
+                return false;
+            }
         },
         (
             OffsetsKey::Offset {
@@ -879,134 +914,17 @@ fn apply_record(
                     .or_insert_with(|| GroupEntry::new(&group_id));
                 entry.group = Group::restored(&group_id, &stored);
             }
-            None => tracing::warn!(group = %group_id, "skipping a malformed group record"),
+            None => {
+                tracing::warn!(group = %group_id, offset = log_offset, "skipping a malformed group record");
+                return false;
+            }
         },
         (OffsetsKey::Group { .. }, None) => {
             groups.remove(&group_id);
         }
     }
+    true
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn coordinator_in(dir: &std::path::Path, partitions: i32) -> GroupCoordinator {
-        let logs = (0..partitions)
-            .map(|p| {
-                let tp = eddy_core::log::TopicPartition::new(OFFSETS_TOPIC, p);
-                Arc::new(
-                    Partition::open(tp, &dir.join(p.to_string()), Default::default(), 0).unwrap(),
-                )
-            })
-            .collect();
-        GroupCoordinator::open(GroupConfig::default(), logs).unwrap()
-    }
-
-    fn offset(offset: i64, commit_timestamp: i64) -> OffsetValue {
-        OffsetValue {
-            offset,
-            leader_epoch: -1,
-            metadata: String::new(),
-            commit_timestamp,
-        }
-    }
-
-    #[tokio::test]
-    async fn offsets_of_idle_groups_expire_and_stay_expired() {
-        let dir = tempfile::tempdir().unwrap();
-        let coordinator = coordinator_in(dir.path(), 3);
-        let day = 24 * 3_600_000;
-        let recent = now_ms();
-        let commit = |group: &'static str, at: i64| {
-            coordinator.commit_offsets(
-                group,
-                -1,
-                "",
-                None,
-                vec![("orders".into(), 0, offset(7, at))],
-            )
-        };
-        commit("idle", recent - 8 * day).await.unwrap();
-        commit("active", recent - 8 * day).await.unwrap();
-        commit("active", recent - day).await.unwrap();
-        coordinator.expire_offsets(recent).await;
-        let fetched =
-            |c: &GroupCoordinator, group| c.fetch_offsets(group, Some(vec![("orders".into(), 0)]));
-        assert_eq!(
-            fetched(&coordinator, "idle")[0].2,
-            None,
-            "7 days idle: expired"
-        );
-        assert_eq!(
-            fetched(&coordinator, "active")[0]
-                .2
-                .as_ref()
-                .map(|o| o.offset),
-            Some(7)
-        );
-        drop(coordinator);
-        let replayed = coordinator_in(dir.path(), 3);
-        assert_eq!(
-            fetched(&replayed, "idle")[0].2,
-            None,
-            "the expiry was stored"
-        );
-        assert_eq!(
-            fetched(&replayed, "active")[0].2.as_ref().map(|o| o.offset),
-            Some(7)
-        );
-    }
-
-    #[test]
-    fn a_commit_appended_earlier_but_applied_later_does_not_win() {
-        // Two commits of one partition: appended at log offsets 9 and 10, their fsync waits
-        // ending in the other order.
-        let mut entry = GroupEntry::new("g");
-        let key = ("t".to_string(), 0);
-        entry.apply_offset(key.clone(), offset(200, 0), 10);
-        entry.apply_offset(key.clone(), offset(100, 0), 9);
-        assert_eq!(entry.offsets[&key].offset, 200);
-        entry.apply_offset(key.clone(), offset(300, 0), 11);
-        assert_eq!(entry.offsets[&key].offset, 300);
-    }
-
-    /// (group id, Java's `hashCode`, partition of 50), printed by Java 17.
-    const JAVA: &[(&str, i32, usize)] = &[
-        ("billing", -109829509, 9),
-        ("my-group", -1906497762, 12),
-        ("\u{e9}t\u{e9}", 227742, 42),
-        ("", 0, 0),
-        ("group-with-a-long-name-1234", -130707336, 36),
-        ("polygenelubricants", i32::MIN, 0),
-    ];
-
-    #[test]
-    fn groups_map_to_partitions_as_kafka_maps_them() {
-        let coordinator = GroupCoordinator {
-            config: GroupConfig::default(),
-            groups: Mutex::new(HashMap::new()),
-            offsets_log: Vec::new(),
-        };
-        for &(group, hash, _) in JAVA {
-            assert_eq!(java_hash(group), hash, "{group:?}");
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let partitions: Vec<_> = (0..50)
-            .map(|p| {
-                let tp = eddy_core::log::TopicPartition::new(OFFSETS_TOPIC, p);
-                Arc::new(
-                    Partition::open(tp, &dir.path().join(p.to_string()), Default::default(), 0)
-                        .unwrap(),
-                )
-            })
-            .collect();
-        let coordinator = GroupCoordinator {
-            offsets_log: partitions,
-            ..coordinator
-        };
-        for &(group, _, partition) in JAVA {
-            assert_eq!(coordinator.partition_for(group), partition, "{group:?}");
-        }
-    }
-}
+mod tests;

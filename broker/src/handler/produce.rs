@@ -2,6 +2,7 @@
 //! durable (acks=1 and acks=all; with one replica these mean the same), or not at all
 //! (acks=0). A transactional batch that opens its producer's transaction in a partition is
 //! refused unless the transaction coordinator has the partition in that transaction (KIP-890).
+//! Clients may not write the coordinators' internal topics.
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::errors::storage_code;
+use super::metadata::is_internal;
 use super::{ProtocolError, Reply, RequestContext, Response};
 use crate::state::{now_ms, BrokerState};
 use crate::storage::{Origin, Partition};
@@ -55,6 +57,16 @@ pub(super) fn handle(
                     index,
                     ResponseError::InvalidRequiredAcks.code(),
                     None,
+                    version,
+                ));
+                continue;
+            }
+            if is_internal(&name) {
+                // Only the coordinators write their topics, as in Kafka.
+                partitions.push(failed(
+                    index,
+                    ResponseError::InvalidTopicException.code(),
+                    Some(format!("Cannot append to internal topic {name}")),
                     version,
                 ));
                 continue;

@@ -70,3 +70,10 @@ pub enum StorageError {
     #[error("storage I/O error: {0}")]
     Io(#[from] std::io::Error),
 }
+
+impl From<crate::internal_records::TooLong> for StorageError {
+    /// A coordinator record that cannot be written is refused as a batch would be.
+    fn from(e: crate::internal_records::TooLong) -> Self {
+        StorageError::InvalidBatch(e.to_string())
+    }
+}

@@ -243,22 +243,35 @@ impl Partition {
     }
 
     /// Calls `f` with every batch visible to consumers, from the log start, in order, with its
-    /// records decoded: how coordinators rebuild their state from internal topics.
+    /// records decoded: how coordinators rebuild their state from internal topics. A batch
+    /// whose records do not decode (within 64 MiB once decompressed) is logged and skipped,
+    /// not a reason to refuse to start; the number skipped is returned.
     pub fn replay(
         &self,
         mut f: impl FnMut(&BatchHeader, Vec<BatchRecord>),
-    ) -> Result<(), StorageError> {
+    ) -> Result<usize, StorageError> {
         let mut offset = self.log_start_offset();
+        let mut skipped = 0;
         loop {
             let fetched = self.read(offset, 1 << 20)?;
             if fetched.records.is_empty() {
-                return Ok(());
+                return Ok(skipped);
             }
             for item in Batches::new(&fetched.records) {
                 let (header, bytes) = item?;
                 offset = header.next_offset();
-                let (_, records) = decode_records(&fetched.records.slice_ref(bytes), 64 << 20)?;
-                f(&header, records);
+                match decode_records(&fetched.records.slice_ref(bytes), 64 << 20) {
+                    Ok((_, records)) => f(&header, records),
+                    Err(e) => {
+                        skipped += 1;
+                        tracing::warn!(
+                            partition = %self.topic_partition(),
+                            offset = header.base_offset,
+                            error = %e,
+                            "skipping a batch whose records do not decode"
+                        );
+                    }
+                }
             }
         }
     }

@@ -100,16 +100,20 @@ impl TransactionCoordinator {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Rebuilds every transactional id's state from `__transaction_state`. A record that does
+    /// not decode is skipped and counted, never a reason to refuse to start.
     fn replay(&self) -> Result<(), StorageError> {
         let mut entries = self.lock();
+        let mut skipped = 0;
         for partition in &self.state_log {
-            partition.replay(|header, records| {
+            skipped += partition.replay(|header, records| {
                 if header.is_control() {
                     return;
                 }
                 for r in records {
                     let Some(id) = r.record.key.as_deref().and_then(decode_key) else {
-                        tracing::warn!("skipping a record of {TRANSACTION_STATE_TOPIC} with an unknown key");
+                        tracing::warn!(offset = r.offset, "skipping a record of {TRANSACTION_STATE_TOPIC} with an unknown key");
+                        skipped += 1;
                         continue;
                     };
                     match r.record.value.as_deref().map(decode_value) {
@@ -117,13 +121,22 @@ impl TransactionCoordinator {
                             entries.by_producer.insert(txn.producer_id, id.clone());
                             entries.by_id.insert(id, Entry { txn, pending: false });
                         }
-                        Some(None) => tracing::warn!(transactional_id = %id, "skipping a malformed transaction record"),
+                        Some(None) => {
+                            tracing::warn!(transactional_id = %id, offset = r.offset, "skipping a malformed transaction record");
+                            skipped += 1;
+                        }
                         None => {
                             entries.by_id.remove(&id);
                         }
                     }
                 }
             })?;
+        }
+        if skipped > 0 {
+            tracing::warn!(
+                skipped,
+                "skipped undecodable records of {TRANSACTION_STATE_TOPIC}"
+            );
         }
         let Entries { by_id, by_producer } = &mut *entries;
         by_producer.retain(|producer_id, id| {
@@ -184,8 +197,8 @@ impl TransactionCoordinator {
         let now = now_ms();
         let mut batch = BatchBuilder::new(Compression::None);
         batch.append(&Record {
-            key: Some(encode_key(id)),
-            value: Some(encode_value(txn)),
+            key: Some(encode_key(id)?),
+            value: Some(encode_value(txn)?),
             headers: Vec::new(),
             timestamp: now,
         });

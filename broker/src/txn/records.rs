@@ -6,14 +6,14 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::state::{TxnMetadata, TxnState};
-use crate::internal_records::{put_string, Reader};
+use crate::internal_records::{i32_len, put_string, Reader, TooLong};
 
 /// The key of a transactional id's record.
-pub(crate) fn encode_key(transactional_id: &str) -> Bytes {
+pub(crate) fn encode_key(transactional_id: &str) -> Result<Bytes, TooLong> {
     let mut buf = BytesMut::new();
     buf.put_i16(0);
-    put_string(&mut buf, transactional_id);
-    buf.freeze()
+    put_string(&mut buf, "transactional id", transactional_id)?;
+    Ok(buf.freeze())
 }
 
 /// The transactional id a key names.
@@ -27,7 +27,7 @@ pub(crate) fn decode_key(bytes: &[u8]) -> Option<String> {
 }
 
 /// A transaction's state as stored.
-pub(crate) fn encode_value(txn: &TxnMetadata) -> Bytes {
+pub(crate) fn encode_value(txn: &TxnMetadata) -> Result<Bytes, TooLong> {
     let mut buf = BytesMut::new();
     buf.put_i16(0);
     buf.put_i64(txn.producer_id);
@@ -45,10 +45,10 @@ pub(crate) fn encode_value(txn: &TxnMetadata) -> Bytes {
                 _ => topics.push((topic.as_str(), vec![*partition])),
             }
         }
-        buf.put_i32(topics.len() as i32);
+        buf.put_i32(i32_len("topics", topics.len())?);
         for (topic, partitions) in topics {
-            put_string(&mut buf, topic);
-            buf.put_i32(partitions.len() as i32);
+            put_string(&mut buf, "topic", topic)?;
+            buf.put_i32(i32_len("partitions", partitions.len())?);
             for p in partitions {
                 buf.put_i32(p);
             }
@@ -56,14 +56,14 @@ pub(crate) fn encode_value(txn: &TxnMetadata) -> Bytes {
     }
     buf.put_i64(txn.last_update_ms);
     buf.put_i64(txn.start_ms);
-    buf.freeze()
+    Ok(buf.freeze())
 }
 
-/// A stored transaction state; `None` if the bytes are not one.
+/// A stored transaction state (`TransactionLogValue` version 0, every byte of it); `None` if
+/// the bytes are not one. eddy writes version 0 only, and only eddy writes this topic.
 pub(crate) fn decode_value(bytes: &[u8]) -> Option<TxnMetadata> {
     let mut r = Reader(bytes);
-    // Version 1 (Kafka 4) adds tagged fields at the end, which are not needed here.
-    if !(0..=1).contains(&r.i16()?) {
+    if r.i16()? != 0 {
         return None;
     }
     let producer_id = r.i64()?;
@@ -74,16 +74,18 @@ pub(crate) fn decode_value(bytes: &[u8]) -> Option<TxnMetadata> {
     let mut partitions = std::collections::BTreeSet::new();
     for _ in 0..topics.max(0) {
         let topic = r.string()?;
-        let count = r.i32()?;
-        if count < 0 || count as usize > r.0.len() / 4 {
-            return None;
-        }
+        let count = usize::try_from(r.i32()?)
+            .ok()
+            .filter(|&n| n <= r.0.len() / 4)?;
         for _ in 0..count {
             partitions.insert((topic.clone(), r.i32()?));
         }
     }
     let last_update_ms = r.i64()?;
     let start_ms = r.i64()?;
+    if !r.is_empty() {
+        return None;
+    }
     Some(TxnMetadata {
         producer_id,
         producer_epoch,
@@ -110,7 +112,7 @@ mod tests {
         txn.partitions.insert(("__consumer_offsets".into(), 17));
         txn.start_ms = 1_700_000_000_000;
         txn.last_update_ms = 1_700_000_000_500;
-        let back = decode_value(&encode_value(&txn)).unwrap();
+        let back = decode_value(&encode_value(&txn).unwrap()).unwrap();
         assert_eq!(back.producer_id, 42);
         assert_eq!(back.producer_epoch, 3);
         assert_eq!(back.state, TxnState::Ongoing);
@@ -120,7 +122,7 @@ mod tests {
             (txn.start_ms, txn.last_update_ms)
         );
         assert_eq!(
-            decode_key(&encode_key("copier-1")).as_deref(),
+            decode_key(&encode_key("copier-1").unwrap()).as_deref(),
             Some("copier-1")
         );
     }
@@ -139,8 +141,31 @@ mod tests {
         txn.partitions.insert(("orders".into(), 0));
         txn.last_update_ms = 2000;
         txn.start_ms = 1000;
-        assert_eq!(hex(&encode_value(&txn)), value);
-        assert_eq!(hex(&encode_key("copier-1")), "00000008636f706965722d31");
+        assert_eq!(hex(&encode_value(&txn).unwrap()), value);
+        assert_eq!(
+            hex(&encode_key("copier-1").unwrap()),
+            "00000008636f706965722d31"
+        );
+    }
+
+    #[test]
+    fn over_long_ids_are_refused_and_leftover_bytes_are_not_a_record() {
+        let forged = format!("{}victim", "x".repeat(65_536));
+        assert_eq!(encode_key(&forged).unwrap_err().field, "transactional id");
+        let mut key = encode_key("copier-1").unwrap().to_vec();
+        key.push(0);
+        assert_eq!(decode_key(&key), None);
+        let txn = TxnMetadata::new(7, 60_000);
+        let mut value = encode_value(&txn).unwrap().to_vec();
+        assert!(decode_value(&value).is_some());
+        value.extend_from_slice(&[0, 0]);
+        assert!(decode_value(&value).is_none(), "bytes left over");
+        let mut v1 = encode_value(&txn).unwrap().to_vec();
+        v1[1] = 1;
+        assert!(
+            decode_value(&v1).is_none(),
+            "version 1 is flexible, not this layout"
+        );
     }
 
     fn hex(bytes: &[u8]) -> String {

@@ -409,6 +409,17 @@ impl<T: NewType<StrBytes>> Decoder<T> for String {
     }
 }
 
+/// eddy: the length of a compact string whose length field (length + 1) is `n`, refused above
+/// `i16::MAX` bytes as Kafka's generated decoders refuse every string field
+/// ("string field ... had invalid length"), compact or not.
+fn compact_string_len(n: u32) -> Result<usize> {
+    let len = (n - 1) as usize;
+    if len > i16::MAX as usize {
+        bail!("CompactString of {len} bytes is longer than Kafka allows ({})", i16::MAX);
+    }
+    Ok(len)
+}
+
 /// A string whose length is encoded with a `u32` or varint.
 #[derive(Debug, Copy, Clone, Default)]
 pub struct CompactString;
@@ -416,8 +427,8 @@ pub struct CompactString;
 impl Encoder<Option<&str>> for CompactString {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, value: Option<&str>) -> Result<()> {
         if let Some(s) = value {
-            // Use >= because we're going to add one to the length
-            if s.len() >= u32::MAX as usize {
+            // eddy: Kafka refuses strings longer than i16::MAX bytes in every version.
+            if s.len() > i16::MAX as usize {
                 bail!("CompactString is too long to encode ({} bytes)", s.len());
             } else {
                 UnsignedVarInt.encode(buf, (s.len() as u32) + 1)?;
@@ -431,8 +442,8 @@ impl Encoder<Option<&str>> for CompactString {
     }
     fn compute_size(&self, value: Option<&str>) -> Result<usize> {
         if let Some(s) = value {
-            // Use >= because we're going to add one to the length
-            if s.len() >= u32::MAX as usize {
+            // eddy: Kafka refuses strings longer than i16::MAX bytes in every version.
+            if s.len() > i16::MAX as usize {
                 bail!("CompactString is too long to encode ({} bytes)", s.len());
             } else {
                 Ok(UnsignedVarInt.compute_size((s.len() as u32) + 1)? + s.len())
@@ -511,7 +522,12 @@ impl Decoder<Option<StdString>> for CompactString {
         match UnsignedVarInt.decode(buf)? {
             0 => Ok(None),
             n => {
-                let mut strbuf = vec![0; (n - 1) as usize];
+                let len = compact_string_len(n)?;
+                // eddy: allocate only what the buffer holds.
+                if len > buf.remaining() {
+                    bail!("CompactString of {len} bytes, {} remain", buf.remaining());
+                }
+                let mut strbuf = vec![0; len];
                 buf.try_copy_to_slice(&mut strbuf)?;
                 Ok(Some(std::string::String::from_utf8(strbuf)?))
             }
@@ -524,7 +540,7 @@ impl<T: NewType<StrBytes>> Decoder<Option<T>> for CompactString {
         match UnsignedVarInt.decode(buf)? {
             0 => Ok(None),
             n => {
-                let strbuf = StrBytes::try_from(buf.try_get_bytes((n - 1) as usize)?)?;
+                let strbuf = StrBytes::try_from(buf.try_get_bytes(compact_string_len(n)?)?)?;
                 Ok(Some(strbuf.into()))
             }
         }

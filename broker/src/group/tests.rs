@@ -1,0 +1,217 @@
+//! The group coordinator on real logs: offsets expiry, commit order, partition placement,
+//! member ids, and replay of damaged or forged records.
+
+use super::*;
+
+fn coordinator_in(dir: &std::path::Path, partitions: i32) -> GroupCoordinator {
+    let logs = (0..partitions)
+        .map(|p| {
+            let tp = eddy_core::log::TopicPartition::new(OFFSETS_TOPIC, p);
+            Arc::new(Partition::open(tp, &dir.join(p.to_string()), Default::default(), 0).unwrap())
+        })
+        .collect();
+    GroupCoordinator::open(GroupConfig::default(), logs).unwrap()
+}
+
+fn offset(offset: i64, commit_timestamp: i64) -> OffsetValue {
+    OffsetValue {
+        offset,
+        leader_epoch: -1,
+        metadata: String::new(),
+        commit_timestamp,
+    }
+}
+
+/// Commits `value` for partition 0 of "orders" from outside the group (as an admin would).
+async fn commit_from_outside(
+    coordinator: &GroupCoordinator,
+    group: &str,
+    value: OffsetValue,
+) -> Result<Vec<i16>, i16> {
+    coordinator
+        .commit_offsets(group, -1, "", None, vec![("orders".into(), 0, value)])
+        .await
+}
+
+#[tokio::test]
+async fn offsets_of_idle_groups_expire_and_stay_expired() {
+    let dir = tempfile::tempdir().unwrap();
+    let coordinator = coordinator_in(dir.path(), 3);
+    let day = 24 * 3_600_000;
+    let recent = now_ms();
+    let commit = |group, at| commit_from_outside(&coordinator, group, offset(7, at));
+    commit("idle", recent - 8 * day).await.unwrap();
+    commit("active", recent - 8 * day).await.unwrap();
+    commit("active", recent - day).await.unwrap();
+    coordinator.expire_offsets(recent).await;
+    let fetched =
+        |c: &GroupCoordinator, group| c.fetch_offsets(group, Some(vec![("orders".into(), 0)]));
+    assert_eq!(
+        fetched(&coordinator, "idle")[0].2,
+        None,
+        "7 days idle: expired"
+    );
+    assert_eq!(
+        fetched(&coordinator, "active")[0]
+            .2
+            .as_ref()
+            .map(|o| o.offset),
+        Some(7)
+    );
+    drop(coordinator);
+    let replayed = coordinator_in(dir.path(), 3);
+    assert_eq!(
+        fetched(&replayed, "idle")[0].2,
+        None,
+        "the expiry was stored"
+    );
+    assert_eq!(
+        fetched(&replayed, "active")[0].2.as_ref().map(|o| o.offset),
+        Some(7)
+    );
+}
+
+#[test]
+fn a_commit_appended_earlier_but_applied_later_does_not_win() {
+    // Two commits of one partition: appended at log offsets 9 and 10, their fsync waits
+    // ending in the other order.
+    let mut entry = GroupEntry::new("g");
+    let key = ("t".to_string(), 0);
+    entry.apply_offset(key.clone(), offset(200, 0), 10);
+    entry.apply_offset(key.clone(), offset(100, 0), 9);
+    assert_eq!(entry.offsets[&key].offset, 200);
+    entry.apply_offset(key.clone(), offset(300, 0), 11);
+    assert_eq!(entry.offsets[&key].offset, 300);
+}
+
+#[test]
+fn member_ids_fit_their_stored_length_whatever_the_client_id() {
+    assert!(new_member_id("billing").starts_with("billing-"));
+    assert_eq!(new_member_id("billing").len(), "billing".len() + 37);
+    for client_id in ["x".repeat(40_000), "\u{e9}".repeat(16_383)] {
+        let id = new_member_id(&client_id);
+        assert!(id.len() <= i16::MAX as usize, "{} bytes", id.len());
+        assert!(id.len() > i16::MAX as usize - 40);
+    }
+}
+
+/// (group id, Java's `hashCode`, partition of 50), printed by Java 17.
+const JAVA: &[(&str, i32, usize)] = &[
+    ("billing", -109829509, 9),
+    ("my-group", -1906497762, 12),
+    ("\u{e9}t\u{e9}", 227742, 42),
+    ("", 0, 0),
+    ("group-with-a-long-name-1234", -130707336, 36),
+    ("polygenelubricants", i32::MIN, 0),
+];
+
+#[test]
+fn groups_map_to_partitions_as_kafka_maps_them() {
+    let coordinator = GroupCoordinator {
+        config: GroupConfig::default(),
+        groups: Mutex::new(HashMap::new()),
+        offsets_log: Vec::new(),
+    };
+    for &(group, hash, _) in JAVA {
+        assert_eq!(java_hash(group), hash, "{group:?}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let partitions: Vec<_> = (0..50)
+        .map(|p| {
+            let tp = eddy_core::log::TopicPartition::new(OFFSETS_TOPIC, p);
+            Arc::new(
+                Partition::open(tp, &dir.path().join(p.to_string()), Default::default(), 0)
+                    .unwrap(),
+            )
+        })
+        .collect();
+    let coordinator = GroupCoordinator {
+        offsets_log: partitions,
+        ..coordinator
+    };
+    for &(group, _, partition) in JAVA {
+        assert_eq!(coordinator.partition_for(group), partition, "{group:?}");
+    }
+}
+
+/// A batch with a valid CRC whose one record claims a value longer than the batch: its
+/// records do not decode.
+fn batch_with_undecodable_records() -> Vec<u8> {
+    let mut batch = BatchBuilder::new(Compression::None);
+    batch.append(&Record {
+        key: Some(Bytes::from_static(b"k")),
+        value: None,
+        headers: Vec::new(),
+        timestamp: now_ms(),
+    });
+    let mut bytes = batch.build(0).unwrap();
+    let at = bytes.len() - 2; // the value length, -1 (null), as a zigzag varint
+    bytes[at] = 40; // 20 bytes: past the end
+    let crc = crc32c::crc32c(&bytes[21..]);
+    bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+    bytes
+}
+
+#[tokio::test]
+async fn replay_skips_what_does_not_decode_and_keeps_every_other_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let coordinator = coordinator_in(dir.path(), 1);
+    let commit = |group, at| commit_from_outside(&coordinator, group, offset(at, now_ms()));
+    commit("victim", 5).await.unwrap();
+    // Records no coordinator wrote: an unknown key, a key with bytes after it, a known key
+    // with a value that is not an offset.
+    let victim_key = OffsetsKey::Offset {
+        group: "victim".into(),
+        topic: "orders".into(),
+        partition: 0,
+    }
+    .encode()
+    .unwrap();
+    let mut longer_key = victim_key.to_vec();
+    longer_key.extend_from_slice(b"tail");
+    let forged = [
+        (
+            Bytes::from_static(b"\x00\x09junk"),
+            Some(offset(999, 0).encode().unwrap()),
+        ),
+        (
+            Bytes::from(longer_key),
+            Some(offset(999, 0).encode().unwrap()),
+        ),
+        (victim_key, Some(Bytes::from_static(b"\x00\x03short"))),
+    ];
+    let mut batch = BatchBuilder::new(Compression::None);
+    for (key, value) in forged {
+        batch.append(&Record {
+            key: Some(key),
+            value,
+            headers: Vec::new(),
+            timestamp: now_ms(),
+        });
+    }
+    let partition = Arc::clone(&coordinator.offsets_log[0]);
+    let info = partition
+        .append(&batch.build(0).unwrap(), now_ms())
+        .unwrap();
+    partition.wait_durable(info.last_offset).await.unwrap();
+    commit("bystander", 7).await.unwrap();
+    drop((coordinator, partition));
+    // A batch whose records do not decode, written behind the log's back.
+    let segment = dir.path().join("0").join("00000000000000000000.log");
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&segment)
+        .unwrap();
+    std::io::Write::write_all(&mut file, &batch_with_undecodable_records()).unwrap();
+    drop(file);
+
+    let replayed = coordinator_in(dir.path(), 1);
+    let fetched = |group| replayed.fetch_offsets(group, Some(vec![("orders".into(), 0)]));
+    assert_eq!(fetched("victim")[0].2.as_ref().map(|o| o.offset), Some(5));
+    assert_eq!(
+        fetched("bystander")[0].2.as_ref().map(|o| o.offset),
+        Some(7)
+    );
+    let groups: Vec<String> = replayed.list().into_iter().map(|(id, ..)| id).collect();
+    assert_eq!(groups, ["bystander", "victim"]);
+}
