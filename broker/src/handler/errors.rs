@@ -3,13 +3,17 @@
 use kafka_protocol::error::ResponseError;
 
 use crate::metadata::MetadataError;
-use crate::storage::StorageError;
+use crate::storage::{RecordsRefusal, StorageError};
 
 /// The error code a storage error is answered with.
 pub(crate) fn storage_code(error: &StorageError) -> i16 {
     match error {
         StorageError::CorruptBatch(_) => ResponseError::CorruptMessage.code(),
         StorageError::InvalidBatch(_) => ResponseError::InvalidRecord.code(),
+        StorageError::RecordsRefused { kind, .. } => match kind {
+            RecordsRefusal::Timestamp => ResponseError::InvalidTimestamp.code(),
+            RecordsRefusal::Record => ResponseError::InvalidRecord.code(),
+        },
         StorageError::BatchTooLarge { .. } => ResponseError::MessageTooLarge.code(),
         StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange.code(),
         StorageError::Deleted => ResponseError::UnknownTopicOrPartition.code(),

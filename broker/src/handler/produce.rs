@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use futures::future::join_all;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 
@@ -16,7 +18,7 @@ use super::errors::storage_code;
 use super::metadata::is_internal;
 use super::{ProtocolError, Reply, RequestContext, Response};
 use crate::state::{now_ms, BrokerState};
-use crate::storage::{Origin, Partition};
+use crate::storage::{Origin, Partition, RecordError, StorageError};
 
 /// A partition's answer, and the durability it still waits for.
 struct Pending {
@@ -36,6 +38,13 @@ fn failed(index: i32, code: i16, message: Option<String>, version: i16) -> Pendi
         response,
         wait_for: None,
     }
+}
+
+/// A refused record as the response carries it (Kafka's `BatchIndexAndErrorMessage`).
+fn record_error(error: &RecordError) -> BatchIndexAndErrorMessage {
+    BatchIndexAndErrorMessage::default()
+        .with_batch_index(error.index)
+        .with_batch_index_error_message(Some(StrBytes::from_string(error.message.clone())))
 }
 
 pub(super) fn handle(
@@ -108,12 +117,11 @@ pub(super) fn handle(
                 }
                 Err(e) => {
                     tracing::debug!(partition = %partition.topic_partition(), error = %e, "refused a produce");
-                    partitions.push(failed(
-                        index,
-                        storage_code(&e),
-                        Some(e.to_string()),
-                        version,
-                    ));
+                    let mut refused = failed(index, storage_code(&e), Some(e.to_string()), version);
+                    if let (StorageError::RecordsRefused { errors, .. }, 8..) = (&e, version) {
+                        refused.response.record_errors = errors.iter().map(record_error).collect();
+                    }
+                    partitions.push(refused);
                 }
             }
         }

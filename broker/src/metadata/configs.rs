@@ -278,8 +278,8 @@ pub fn describe(overrides: &BTreeMap<String, String>) -> Vec<ConfigEntry> {
 pub fn log_config(defaults: &LogConfig, overrides: &BTreeMap<String, String>) -> LogConfig {
     let mut config = defaults.clone();
     let get = |name: &str| overrides.get(name).and_then(|v| v.parse::<i64>().ok());
-    if let Some(v) = get("segment.bytes") {
-        config.segment_bytes = v as u64;
+    if let Some(v) = get("segment.bytes").and_then(|v| u64::try_from(v).ok()) {
+        config.segment_bytes = v;
     }
     if let Some(v) = get("segment.ms") {
         config.segment_ms = v;
@@ -293,11 +293,11 @@ pub fn log_config(defaults: &LogConfig, overrides: &BTreeMap<String, String>) ->
     if let Some(v) = get("delete.retention.ms") {
         config.delete_retention_ms = v;
     }
-    if let Some(v) = get("max.message.bytes") {
-        config.max_message_bytes = v as usize;
+    if let Some(v) = get("max.message.bytes").and_then(|v| usize::try_from(v).ok()) {
+        config.max_message_bytes = v;
     }
-    if let Some(v) = get("index.interval.bytes") {
-        config.index_interval_bytes = v as u64;
+    if let Some(v) = get("index.interval.bytes").and_then(|v| u64::try_from(v).ok()) {
+        config.index_interval_bytes = v;
     }
     if let Some(v) = get("flush.messages") {
         config.fsync_before_ack = v <= 1;
@@ -308,6 +308,12 @@ pub fn log_config(defaults: &LogConfig, overrides: &BTreeMap<String, String>) ->
     if let Some(policy) = overrides.get("cleanup.policy") {
         config.delete = policy.split(',').any(|p| p.trim() == "delete");
         config.compact = policy.split(',').any(|p| p.trim() == "compact");
+    }
+    if let Some(v) = get("message.timestamp.before.max.ms") {
+        config.timestamp_before_max_ms = v;
+    }
+    if let Some(v) = get("message.timestamp.after.max.ms") {
+        config.timestamp_after_max_ms = v;
     }
     if let Some(t) = overrides.get("message.timestamp.type") {
         config.log_append_time = t == "LogAppendTime";

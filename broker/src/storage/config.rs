@@ -34,6 +34,12 @@ pub struct LogConfig {
     /// The broker stamps batches with its clock (`message.timestamp.type=LogAppendTime`)
     /// instead of keeping the producer's timestamps (`CreateTime`, the default).
     pub log_append_time: bool,
+    /// With `CreateTime`, refuse records older than the broker's clock by more than this
+    /// (`message.timestamp.before.max.ms`, defaults to no limit, `i64::MAX`).
+    pub timestamp_before_max_ms: i64,
+    /// With `CreateTime`, refuse records newer than the broker's clock by more than this
+    /// (`message.timestamp.after.max.ms`, defaults to 1 hour, as in Kafka 4).
+    pub timestamp_after_max_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -51,6 +57,8 @@ impl Default for LogConfig {
             fsync_before_ack: true,
             flush_ms: 1000,
             log_append_time: false,
+            timestamp_before_max_ms: i64::MAX,
+            timestamp_after_max_ms: 3_600_000,
         }
     }
 }

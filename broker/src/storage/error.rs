@@ -12,6 +12,16 @@ pub enum StorageError {
     /// A record batch is well formed but not acceptable (say, records out of order).
     #[error("invalid record batch: {0}")]
     InvalidBatch(String),
+    /// Records of a batch were refused one by one (Kafka's record errors).
+    #[error("{message}")]
+    RecordsRefused {
+        /// Which error code the refusal is answered with.
+        kind: super::RecordsRefusal,
+        /// What the refusal says of the batch as a whole.
+        message: String,
+        /// Each refused record.
+        errors: Vec<super::RecordError>,
+    },
     /// A record batch is larger than `max.message.bytes`.
     #[error("record batch of {size} bytes is larger than max.message.bytes ({max})")]
     BatchTooLarge {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use eddy_core::log::{Offset, Timestamp};
+use eddy_core::log::{Offset, Timestamp, TopicPartition};
 use eddy_core::wire::batch::{self, BatchHeader, Batches, ControlType};
 
 use super::compaction::{self, SegmentToClean};
@@ -18,6 +18,7 @@ use super::producers::{ProducerStates, SequenceCheck};
 use super::read::ReadPlan;
 use super::segment::{self, Segment, Truncation};
 use super::transactions::{AbortedTransaction, Transactions};
+use super::validation;
 use super::StorageError;
 
 const LOG_START_OFFSET_FILE: &str = "log-start-offset";
@@ -78,6 +79,7 @@ pub struct AppendInfo {
 
 #[derive(Debug)]
 pub(crate) struct Log {
+    topic_partition: TopicPartition,
     dir: PathBuf,
     pub(crate) config: LogConfig,
     /// Segments by base offset; the last is the active one. Never empty.
@@ -89,6 +91,8 @@ pub(crate) struct Log {
     transactions: Transactions,
     /// Scratch space for the batches of one append, reused.
     scratch: Vec<u8>,
+    /// A compressed batch's records while they are checked.
+    decompressed: Vec<u8>,
     headers: Vec<BatchHeader>,
 }
 
@@ -96,6 +100,7 @@ impl Log {
     /// Opens the log in `dir`, creating it if needed. The active segment is verified batch by
     /// batch and truncated at the first bad byte; what was cut is returned for logging.
     pub(crate) fn open(
+        topic_partition: TopicPartition,
         dir: &Path,
         config: LogConfig,
         now_ms: i64,
@@ -138,6 +143,7 @@ impl Log {
             .ok()
             .and_then(|s| s.trim().parse::<Offset>().ok());
         let mut log = Self {
+            topic_partition,
             dir: dir.to_path_buf(),
             config,
             segments,
@@ -145,6 +151,7 @@ impl Log {
             producers: ProducerStates::default(),
             transactions: Transactions::default(),
             scratch: Vec::new(),
+            decompressed: Vec::new(),
             headers: Vec::new(),
         };
         log.log_start_offset = saved_start
@@ -209,6 +216,19 @@ impl Log {
                 )));
             }
             if matches!(origin, Origin::Client { .. }) {
+                let checked = validation::check_producer_batch(
+                    &self.topic_partition,
+                    &self.config,
+                    bytes,
+                    &header,
+                    now_ms,
+                    &mut self.decompressed,
+                );
+                if self.decompressed.capacity() > 1 << 20 {
+                    // Keep no large buffer per partition between appends.
+                    self.decompressed = Vec::new();
+                }
+                checked?;
                 if header.is_control() {
                     return Err(StorageError::InvalidBatch(
                         "control batches are written by coordinators, not producers".into(),

@@ -14,7 +14,8 @@
 //!
 //! # Write path
 //! 1. A produce hands [`Partition::append`] the batches of one partition. They are checked
-//!    (sizes, magic, CRC-32C, record counts), given the next offsets (only the base offset
+//!    (sizes, magic, CRC-32C, and every record: lengths, offset deltas, counts, keys on
+//!    compacted topics, timestamps; see `validation`), given the next offsets (only the base offset
 //!    field changes, which the CRC does not cover) and written to the active segment.
 //! 2. The producer waits in [`Partition::wait_durable`]: an fsync covering its batches and
 //!    every other append made meanwhile advances the high watermark (group commit).
@@ -44,6 +45,7 @@ mod read;
 mod retention;
 mod segment;
 mod transactions;
+mod validation;
 
 use std::collections::HashMap;
 use std::fs;
@@ -61,6 +63,7 @@ pub use log::{AppendInfo, Origin};
 pub use partition::{FetchedBatches, LocatedBatches, Partition};
 pub use read::FileRange;
 pub use transactions::AbortedTransaction;
+pub use validation::{RecordError, RecordsRefusal};
 
 /// Every partition log of the broker, under one data directory.
 #[derive(Debug)]

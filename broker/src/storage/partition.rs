@@ -66,7 +66,7 @@ impl Partition {
         config: LogConfig,
         now_ms: i64,
     ) -> io::Result<Self> {
-        let (log, truncations) = Log::open(dir, config, now_ms)?;
+        let (log, truncations) = Log::open(topic_partition.clone(), dir, config, now_ms)?;
         for t in truncations {
             tracing::warn!(
                 partition = %topic_partition,

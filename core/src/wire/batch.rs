@@ -12,9 +12,14 @@
 //! ```
 //!
 //! The broker stores batches exactly as producers send them and only rewrites
-//! `base_offset`, which the CRC does not cover; [`validate`] is all it needs per batch.
+//! `base_offset`, which the CRC does not cover: [`validate`] checks a batch's header and CRC,
+//! [`check_records`] its records, without copying them.
+
+mod check;
 
 use bytes::Bytes;
+
+pub use check::{check_records, CheckedRecord};
 
 use super::compression::Compression;
 use super::varint::{
@@ -360,20 +365,29 @@ fn decode_record(header: &BatchHeader, body: &Bytes) -> Result<BatchRecord, Wire
     })
 }
 
+/// Reads a varint length of what follows in a record: `None` for -1 (null), the length if
+/// the bytes that remain hold it; any other negative length is refused.
+fn read_length(cursor: &mut &[u8], what: &'static str) -> Result<Option<usize>, WireError> {
+    let len = read_varint(cursor)?;
+    if len == -1 {
+        return Ok(None);
+    }
+    usize::try_from(len)
+        .ok()
+        .filter(|&n| n <= cursor.len())
+        .map(Some)
+        .ok_or_else(|| WireError::Corrupt(format!("{what} length {len} out of bounds")))
+}
+
 /// Reads a varint length and that many bytes (`-1` is null) as a slice of `whole`.
 fn read_bytes(
     whole: &Bytes,
     cursor: &mut &[u8],
     what: &'static str,
 ) -> Result<Option<Bytes>, WireError> {
-    let len = read_varint(cursor)?;
-    if len == -1 {
+    let Some(len) = read_length(cursor, what)? else {
         return Ok(None);
-    }
-    let len = usize::try_from(len)
-        .ok()
-        .filter(|&n| n <= cursor.len())
-        .ok_or(WireError::Truncated(what))?;
+    };
     let start = whole.len() - cursor.len();
     *cursor = &cursor[len..];
     Ok(Some(whole.slice(start..start + len)))

@@ -97,16 +97,31 @@ impl Compression {
 
     /// `data` decompressed, failing if the result would exceed `limit` bytes.
     pub fn decompress(self, data: &[u8], limit: usize) -> Result<Vec<u8>, WireError> {
+        let mut out = Vec::new();
+        self.decompress_into(data, limit, &mut out)?;
+        Ok(out)
+    }
+
+    /// `data` decompressed into `out` (cleared first, its memory kept for the next call),
+    /// failing if the result would exceed `limit` bytes.
+    pub fn decompress_into(
+        self,
+        data: &[u8],
+        limit: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), WireError> {
+        out.clear();
         match self {
             Self::None => {
                 if data.len() > limit {
                     return Err(WireError::DecompressedTooLarge { limit });
                 }
-                Ok(data.to_vec())
+                out.extend_from_slice(data);
+                Ok(())
             }
-            Self::Gzip => read_bounded(self, flate2::read::MultiGzDecoder::new(data), limit),
-            Self::Snappy => decompress_snappy(data, limit),
-            Self::Lz4 => read_bounded(self, lz4_flex::frame::FrameDecoder::new(data), limit),
+            Self::Gzip => read_bounded(self, flate2::read::MultiGzDecoder::new(data), limit, out),
+            Self::Snappy => decompress_snappy(data, limit, out),
+            Self::Lz4 => read_bounded(self, lz4_flex::frame::FrameDecoder::new(data), limit, out),
             Self::Zstd => {
                 let decoder = zstd::stream::read::Decoder::with_buffer(data).map_err(|e| {
                     WireError::Decompression {
@@ -114,17 +129,22 @@ impl Compression {
                         reason: e.to_string(),
                     }
                 })?;
-                read_bounded(self, decoder, limit)
+                read_bounded(self, decoder, limit, out)
             }
         }
     }
 }
 
-fn read_bounded(codec: Compression, reader: impl Read, limit: usize) -> Result<Vec<u8>, WireError> {
-    let mut out = Vec::new();
+fn read_bounded(
+    codec: Compression,
+    reader: impl Read,
+    limit: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), WireError> {
+    let most = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
     reader
-        .take(limit as u64 + 1)
-        .read_to_end(&mut out)
+        .take(most)
+        .read_to_end(out)
         .map_err(|e| WireError::Decompression {
             codec: codec.name(),
             reason: e.to_string(),
@@ -132,7 +152,7 @@ fn read_bounded(codec: Compression, reader: impl Read, limit: usize) -> Result<V
     if out.len() > limit {
         return Err(WireError::DecompressedTooLarge { limit });
     }
-    Ok(out)
+    Ok(())
 }
 
 /// snappy-java's framing: the magic, version 1, compatible version 1, then blocks of
@@ -155,8 +175,7 @@ fn compress_snappy_java(data: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
     Ok(())
 }
 
-fn decompress_snappy(data: &[u8], limit: usize) -> Result<Vec<u8>, WireError> {
-    let mut out = Vec::new();
+fn decompress_snappy(data: &[u8], limit: usize, out: &mut Vec<u8>) -> Result<(), WireError> {
     if let Some(mut rest) = data.strip_prefix(SNAPPY_JAVA_MAGIC) {
         if rest.len() < 8 {
             return Err(WireError::Truncated("snappy-java header"));
@@ -171,13 +190,13 @@ fn decompress_snappy(data: &[u8], limit: usize) -> Result<Vec<u8>, WireError> {
                 .ok()
                 .filter(|&n| n <= rest.len() - 4)
                 .ok_or(WireError::Truncated("snappy-java block"))?;
-            snappy_block_into(&rest[4..4 + len], &mut out, limit)?;
+            snappy_block_into(&rest[4..4 + len], out, limit)?;
             rest = &rest[4 + len..];
         }
     } else {
-        snappy_block_into(data, &mut out, limit)?;
+        snappy_block_into(data, out, limit)?;
     }
-    Ok(out)
+    Ok(())
 }
 
 fn snappy_block_into(block: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), WireError> {
