@@ -15,21 +15,21 @@
 //!
 //! A request travels `server` (listener, connections, framing) → `handler` (one module per
 //! API family, translating requests into calls on the domain and errors into Kafka error
-//! codes) → the domain: [`storage`] (partition logs), [`metadata`] (topics and their
-//! configurations), [`group`] (consumer groups and offsets) and [`txn`] (producer ids and
-//! transactions). Handlers never touch files;
-//! storage never sees a request.
+//! codes) → the domain: `storage` (partition logs), `metadata` (topics and their
+//! configurations), `group` (consumer groups and offsets) and `txn` (producer ids and
+//! transactions). Handlers never touch files; storage never sees a request. The domain is
+//! internal: what users see is the [`Broker`], its builder and its configuration.
 
 mod config;
-pub mod group;
+pub(crate) mod group;
 mod handler;
 mod internal_records;
 mod maintenance;
-pub mod metadata;
+pub(crate) mod metadata;
 mod server;
 mod state;
-pub mod storage;
-pub mod txn;
+pub(crate) mod storage;
+pub(crate) mod txn;
 
 use std::io;
 use std::net::SocketAddr;
@@ -42,8 +42,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use config::BrokerConfig;
+pub use group::GroupConfig;
 use state::BrokerState;
 pub use storage::LogConfig;
+pub use txn::TxnConfig;
 
 /// A running broker. Dropping it leaves it running until the runtime ends; call
 /// [`Broker::shutdown`] to stop it cleanly.

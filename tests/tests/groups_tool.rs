@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use eddy::client::protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use eddy::client::Admin;
 use eddy::embedded::EmbeddedBroker;
 use eddy::tools::groups::{self, GroupsError, ResetTarget};
@@ -16,6 +15,7 @@ use eddy_core::wire::compression::Compression;
 use eddy_tests::WireConnection;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     CreateTopicsRequest, FetchRequest, GroupId, JoinGroupRequest, ProduceRequest, TopicName,

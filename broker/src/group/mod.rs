@@ -35,7 +35,7 @@ use crate::state::now_ms;
 use crate::storage::{Origin, Partition, StorageError};
 
 /// The internal topic of groups and offsets.
-pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+pub(crate) const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
 /// Kafka's limit on the metadata stored with an offset (`offset.metadata.max.bytes`).
 const OFFSET_METADATA_MAX_BYTES: usize = 4096;
@@ -132,7 +132,7 @@ pub(crate) struct GroupDescription {
 
 /// Every group of the broker.
 #[derive(Debug)]
-pub struct GroupCoordinator {
+pub(crate) struct GroupCoordinator {
     config: GroupConfig,
     groups: Mutex<HashMap<String, GroupEntry>>,
     offsets_log: Vec<Arc<Partition>>,

@@ -73,32 +73,39 @@ pub(super) fn handle(
             .iter()
             .map(|t| describe_topic(state, t, version))
             .collect(),
-        Some(wanted) => wanted
-            .into_iter()
-            .map(|w| {
-                let found = match &w.name {
-                    Some(name) => state.metadata.topic(name.0.as_str()),
-                    None => state.metadata.topic_by_id(w.topic_id),
-                };
-                match (found, w.name) {
-                    (Some(topic), _) => describe_topic(state, &topic, version),
-                    (None, Some(name))
-                        if state.config.auto_create_topics && request.allow_auto_topic_creation =>
-                    {
-                        match auto_create(state, name.0.as_str()) {
-                            Ok(topic) => describe_topic(state, &topic, version),
-                            Err(e) => {
-                                let code = super::errors::metadata_code(&e);
-                                MetadataResponseTopic::default()
-                                    .with_error_code(code)
-                                    .with_name(Some(name))
+        Some(wanted) => {
+            // Each topic once, in the order first asked for, as Kafka answers a set of names:
+            // a request naming one topic a million times gets one answer.
+            let mut seen = std::collections::HashSet::with_capacity(wanted.len().min(1024));
+            wanted
+                .into_iter()
+                .filter(|w| seen.insert(w.name.as_ref().map(|n| n.0.clone()).ok_or(w.topic_id)))
+                .map(|w| {
+                    let found = match &w.name {
+                        Some(name) => state.metadata.topic(name.0.as_str()),
+                        None => state.metadata.topic_by_id(w.topic_id),
+                    };
+                    match (found, w.name) {
+                        (Some(topic), _) => describe_topic(state, &topic, version),
+                        (None, Some(name))
+                            if state.config.auto_create_topics
+                                && request.allow_auto_topic_creation =>
+                        {
+                            match auto_create(state, name.0.as_str()) {
+                                Ok(topic) => describe_topic(state, &topic, version),
+                                Err(e) => {
+                                    let code = super::errors::metadata_code(&e);
+                                    MetadataResponseTopic::default()
+                                        .with_error_code(code)
+                                        .with_name(Some(name))
+                                }
                             }
                         }
+                        (None, name) => unknown_topic(name, w.topic_id, version),
                     }
-                    (None, name) => unknown_topic(name, w.topic_id, version),
-                }
-            })
-            .collect(),
+                })
+                .collect()
+        }
     };
     let (host, port) = &state.advertised;
     let broker = MetadataResponseBroker::default()

@@ -239,14 +239,14 @@ fn known(name: &str) -> Option<&'static Known> {
 }
 
 /// Checks one configuration: a name Kafka knows for topics and a value of the right shape.
-pub fn validate(name: &str, value: &str) -> Result<(), String> {
+pub(crate) fn validate(name: &str, value: &str) -> Result<(), String> {
     let known = known(name).ok_or_else(|| format!("unknown topic config {name:?}"))?;
     (known.check)(value).map_err(|e| format!("invalid value for {name}: {e}"))
 }
 
 /// One entry of a topic's full configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigEntry {
+pub(crate) struct ConfigEntry {
     /// The configuration's name.
     pub name: &'static str,
     /// Its value for this topic.
@@ -256,7 +256,7 @@ pub struct ConfigEntry {
 }
 
 /// Every configuration of a topic: its own values where it has them, defaults elsewhere.
-pub fn describe(overrides: &BTreeMap<String, String>) -> Vec<ConfigEntry> {
+pub(crate) fn describe(overrides: &BTreeMap<String, String>) -> Vec<ConfigEntry> {
     KNOWN
         .iter()
         .map(|k| match overrides.get(k.name) {
@@ -275,7 +275,7 @@ pub fn describe(overrides: &BTreeMap<String, String>) -> Vec<ConfigEntry> {
 }
 
 /// The typed log settings for a topic's configuration over the broker's defaults.
-pub fn log_config(defaults: &LogConfig, overrides: &BTreeMap<String, String>) -> LogConfig {
+pub(crate) fn log_config(defaults: &LogConfig, overrides: &BTreeMap<String, String>) -> LogConfig {
     let mut config = defaults.clone();
     let get = |name: &str| overrides.get(name).and_then(|v| v.parse::<i64>().ok());
     if let Some(v) = get("segment.bytes").and_then(|v| u64::try_from(v).ok()) {

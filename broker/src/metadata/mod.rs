@@ -2,7 +2,7 @@
 //! `DATA_DIR/topics.json` and rewritten atomically (temporary file, fsync, rename) on every
 //! change.
 
-pub mod configs;
+pub(crate) mod configs;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -14,11 +14,11 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 /// The most partitions a topic may have on this broker.
-pub const MAX_PARTITIONS: i32 = 10_000;
+pub(crate) const MAX_PARTITIONS: i32 = 10_000;
 
 /// A topic as the broker knows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Topic {
+pub(crate) struct Topic {
     /// The topic's name.
     pub name: String,
     /// The topic's id (KIP-516), fixed at creation.
@@ -31,7 +31,7 @@ pub struct Topic {
 
 /// Why a change to the topics was refused.
 #[derive(Debug, thiserror::Error)]
-pub enum MetadataError {
+pub(crate) enum MetadataError {
     /// The name is not a legal topic name.
     #[error("invalid topic name {0:?}: {1}")]
     InvalidTopicName(String, &'static str),
@@ -54,7 +54,7 @@ pub enum MetadataError {
 
 /// The file-backed registry of topics.
 #[derive(Debug)]
-pub struct Metadata {
+pub(crate) struct Metadata {
     file: PathBuf,
     topics: RwLock<BTreeMap<String, Topic>>,
 }
@@ -65,7 +65,7 @@ struct TopicsFile {
 }
 
 /// Checks a topic name as Kafka does.
-pub fn validate_topic_name(name: &str) -> Result<(), MetadataError> {
+pub(crate) fn validate_topic_name(name: &str) -> Result<(), MetadataError> {
     let invalid = |why| Err(MetadataError::InvalidTopicName(name.to_string(), why));
     if name.is_empty() {
         return invalid("it is empty");
@@ -87,7 +87,7 @@ pub fn validate_topic_name(name: &str) -> Result<(), MetadataError> {
 
 impl Metadata {
     /// Loads the topics of the data directory `dir` (none if it has no topics file yet).
-    pub fn load(dir: &Path) -> io::Result<Self> {
+    pub(crate) fn load(dir: &Path) -> io::Result<Self> {
         let file = dir.join("topics.json");
         let topics = match fs::read(&file) {
             Ok(bytes) => {
@@ -129,22 +129,22 @@ impl Metadata {
     }
 
     /// The topic of that name.
-    pub fn topic(&self, name: &str) -> Option<Topic> {
+    pub(crate) fn topic(&self, name: &str) -> Option<Topic> {
         self.read().get(name).cloned()
     }
 
     /// The topic with that id.
-    pub fn topic_by_id(&self, id: Uuid) -> Option<Topic> {
+    pub(crate) fn topic_by_id(&self, id: Uuid) -> Option<Topic> {
         self.read().values().find(|t| t.id == id).cloned()
     }
 
     /// Every topic, by name.
-    pub fn topics(&self) -> Vec<Topic> {
+    pub(crate) fn topics(&self) -> Vec<Topic> {
         self.read().values().cloned().collect()
     }
 
     /// Creates a topic (or, with `validate_only`, checks that it could be created).
-    pub fn create_topic(
+    pub(crate) fn create_topic(
         &self,
         name: &str,
         partitions: i32,
@@ -181,7 +181,7 @@ impl Metadata {
     }
 
     /// Deletes a topic.
-    pub fn delete_topic(&self, name: &str) -> Result<Topic, MetadataError> {
+    pub(crate) fn delete_topic(&self, name: &str) -> Result<Topic, MetadataError> {
         let mut topics = self.write();
         let topic = topics
             .remove(name)
@@ -194,7 +194,7 @@ impl Metadata {
     }
 
     /// Raises a topic's partition count to `count`; returns the previous count.
-    pub fn increase_partitions(
+    pub(crate) fn increase_partitions(
         &self,
         name: &str,
         count: i32,

@@ -40,7 +40,7 @@ pub(crate) struct SegmentToClean {
 
 /// What a compaction pass did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct CompactionStats {
+pub(crate) struct CompactionStats {
     /// Segments rewritten.
     pub segments_rewritten: usize,
     /// Records removed.

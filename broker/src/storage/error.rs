@@ -5,7 +5,7 @@ use eddy_core::wire::WireError;
 
 /// An error of the storage layer. Handlers map each to a Kafka error code.
 #[derive(Debug, thiserror::Error)]
-pub enum StorageError {
+pub(crate) enum StorageError {
     /// A record batch sent for append is malformed or fails its CRC.
     #[error("corrupt record batch: {0}")]
     CorruptBatch(#[from] WireError),

@@ -25,7 +25,7 @@ const LOG_START_OFFSET_FILE: &str = "log-start-offset";
 
 /// Who appends to a log.
 #[derive(Clone, Copy)]
-pub enum Origin<'a> {
+pub(crate) enum Origin<'a> {
     /// A producer. A transactional batch that opens its producer's transaction in this
     /// partition is first put to `verify` (producer id, epoch), which refuses it unless the
     /// partition is part of that producer's current transaction (KIP-890).
@@ -66,7 +66,7 @@ fn marker_of(batch: &[u8]) -> Option<ControlType> {
 
 /// Where an append put its batches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AppendInfo {
+pub(crate) struct AppendInfo {
     /// Offset of the first record appended.
     pub base_offset: Offset,
     /// Offset of the last record appended.
@@ -739,6 +739,7 @@ impl Log {
     }
 
     /// Whether `producer_id` has a transaction open in this partition.
+    #[cfg(test)]
     pub(crate) fn has_open_transaction(&self, producer_id: i64) -> bool {
         self.producers.has_open_transaction(producer_id)
     }

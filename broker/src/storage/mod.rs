@@ -55,19 +55,17 @@ use std::sync::{Arc, RwLock};
 
 use eddy_core::log::TopicPartition;
 
-pub use compaction::CompactionStats;
 pub use config::LogConfig;
-pub use error::StorageError;
+pub(crate) use error::StorageError;
 pub(crate) use index::write_synced;
-pub use log::{AppendInfo, Origin};
-pub use partition::{FetchedBatches, LocatedBatches, Partition};
-pub use read::FileRange;
-pub use transactions::AbortedTransaction;
-pub use validation::{RecordError, RecordsRefusal};
+pub(crate) use log::Origin;
+pub(crate) use partition::Partition;
+pub(crate) use read::FileRange;
+pub(crate) use validation::{RecordError, RecordsRefusal};
 
 /// Every partition log of the broker, under one data directory.
 #[derive(Debug)]
-pub struct LogStore {
+pub(crate) struct LogStore {
     dir: PathBuf,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
 }
@@ -75,7 +73,7 @@ pub struct LogStore {
 impl LogStore {
     /// The store in `dir`, which is created if needed. Partitions are opened by
     /// [`Self::open_partition`] as the topic metadata names them.
-    pub fn new(dir: &Path) -> io::Result<Self> {
+    pub(crate) fn new(dir: &Path) -> io::Result<Self> {
         fs::create_dir_all(dir)?;
         Ok(Self {
             dir: dir.to_path_buf(),
@@ -88,7 +86,7 @@ impl LogStore {
     }
 
     /// Opens (recovering) or creates a partition's log.
-    pub fn open_partition(
+    pub(crate) fn open_partition(
         &self,
         tp: TopicPartition,
         config: LogConfig,
@@ -101,17 +99,17 @@ impl LogStore {
     }
 
     /// The partition, if it exists.
-    pub fn get(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
+    pub(crate) fn get(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
         self.read().get(tp).cloned()
     }
 
     /// Every partition.
-    pub fn partitions(&self) -> Vec<Arc<Partition>> {
+    pub(crate) fn partitions(&self) -> Vec<Arc<Partition>> {
         self.read().values().cloned().collect()
     }
 
     /// Deletes a partition and its files. Reads already under way finish on the open files.
-    pub fn delete_partition(&self, tp: &TopicPartition) -> io::Result<()> {
+    pub(crate) fn delete_partition(&self, tp: &TopicPartition) -> io::Result<()> {
         let removed = self.write().remove(tp);
         if let Some(partition) = removed {
             let dir = partition.mark_deleted();
@@ -122,7 +120,7 @@ impl LogStore {
 
     /// Removes partition directories that no topic names (left by a deletion that a crash
     /// interrupted).
-    pub fn remove_unknown_partitions(&self, known: impl Fn(&str) -> bool) -> io::Result<()> {
+    pub(crate) fn remove_unknown_partitions(&self, known: impl Fn(&str) -> bool) -> io::Result<()> {
         for entry in fs::read_dir(&self.dir)? {
             let entry = entry?;
             let name = entry.file_name().to_string_lossy().into_owned();
@@ -139,7 +137,7 @@ impl LogStore {
     }
 
     /// Syncs every log and writes its indexes, for a clean shutdown.
-    pub fn close(&self) -> io::Result<()> {
+    pub(crate) fn close(&self) -> io::Result<()> {
         for partition in self.partitions() {
             partition.close()?;
         }

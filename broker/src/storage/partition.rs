@@ -28,7 +28,7 @@ use super::StorageError;
 
 /// One partition's log, shared by every connection.
 #[derive(Debug)]
-pub struct Partition {
+pub(crate) struct Partition {
     topic_partition: TopicPartition,
     log: Mutex<Log>,
     high_watermark: watch::Sender<Offset>,
@@ -36,20 +36,16 @@ pub struct Partition {
     deleted: AtomicBool,
 }
 
-/// What a read returns besides the batches.
+/// What a read returns.
 #[derive(Debug, Clone, Default)]
-pub struct FetchedBatches {
+pub(crate) struct FetchedBatches {
     /// Whole record batches, as stored.
     pub records: bytes::Bytes,
-    /// The high watermark when the read was planned.
-    pub high_watermark: Offset,
-    /// The log start offset when the read was planned.
-    pub log_start_offset: Offset,
 }
 
 /// Where a read's batches are, and the offsets a fetch reports with them.
 #[derive(Debug, Clone)]
-pub struct LocatedBatches {
+pub(crate) struct LocatedBatches {
     /// The whole batches to send, or `None` when there is nothing to read.
     pub range: Option<FileRange>,
     /// The high watermark when the read was planned.
@@ -89,7 +85,7 @@ impl Partition {
     }
 
     /// Which partition this is.
-    pub fn topic_partition(&self) -> &TopicPartition {
+    pub(crate) fn topic_partition(&self) -> &TopicPartition {
         &self.topic_partition
     }
 
@@ -110,7 +106,11 @@ impl Partition {
 
     /// Appends one or more whole record batches of a producer that is not transactional and
     /// returns their offsets. The records are readable once [`Self::wait_durable`] says so.
-    pub fn append(&self, records: &[u8], now_ms: Timestamp) -> Result<AppendInfo, StorageError> {
+    pub(crate) fn append(
+        &self,
+        records: &[u8],
+        now_ms: Timestamp,
+    ) -> Result<AppendInfo, StorageError> {
         self.append_from(
             records,
             now_ms,
@@ -122,7 +122,7 @@ impl Partition {
 
     /// Appends one or more whole record batches (as a produce request carries them, or as a
     /// coordinator writes them) and returns their offsets.
-    pub fn append_from(
+    pub(crate) fn append_from(
         &self,
         records: &[u8],
         now_ms: Timestamp,
@@ -141,7 +141,7 @@ impl Partition {
 
     /// Waits until every offset up to `last_offset` is durable (below the high watermark),
     /// fsyncing if no one else is.
-    pub async fn wait_durable(&self, last_offset: Offset) -> Result<(), StorageError> {
+    pub(crate) async fn wait_durable(&self, last_offset: Offset) -> Result<(), StorageError> {
         loop {
             if self.high_watermark() > last_offset {
                 return Ok(());
@@ -161,7 +161,7 @@ impl Partition {
     }
 
     /// fsyncs whatever was appended, for the page-cache mode's periodic flush and shutdown.
-    pub async fn flush(&self) -> Result<(), StorageError> {
+    pub(crate) async fn flush(&self) -> Result<(), StorageError> {
         let last = self.log_end_offset() - 1;
         let _flushing = self.flush.lock().await;
         let file = self.lock().active_file();
@@ -181,51 +181,61 @@ impl Partition {
     }
 
     /// The offset below which records are durable and visible to consumers.
-    pub fn high_watermark(&self) -> Offset {
+    pub(crate) fn high_watermark(&self) -> Offset {
         *self.high_watermark.borrow()
     }
 
     /// The offset below which every transaction is settled: `read_committed` consumers read up
     /// to it. It is the high watermark unless a transaction is open (or its marker not yet
     /// durable) below it.
-    pub fn last_stable_offset(&self) -> Offset {
+    pub(crate) fn last_stable_offset(&self) -> Offset {
         let high_watermark = self.high_watermark();
         self.lock().last_stable_offset(high_watermark)
     }
 
     /// The aborted transactions with records at or after `offset` and below `below`.
-    pub fn aborted_transactions(&self, offset: Offset, below: Offset) -> Vec<AbortedTransaction> {
+    pub(crate) fn aborted_transactions(
+        &self,
+        offset: Offset,
+        below: Offset,
+    ) -> Vec<AbortedTransaction> {
         self.lock().aborted_transactions(offset..below)
     }
 
     /// Whether `producer_id` has a transaction open in this partition.
-    pub fn has_open_transaction(&self, producer_id: i64) -> bool {
+    #[cfg(test)]
+    pub(crate) fn has_open_transaction(&self, producer_id: i64) -> bool {
         self.lock().has_open_transaction(producer_id)
     }
 
     /// Changes to the high watermark, for fetches that wait for data.
-    pub fn watch_high_watermark(&self) -> watch::Receiver<Offset> {
+    pub(crate) fn watch_high_watermark(&self) -> watch::Receiver<Offset> {
         self.high_watermark.subscribe()
     }
 
     /// The offset the next appended record will get.
-    pub fn log_end_offset(&self) -> Offset {
+    pub(crate) fn log_end_offset(&self) -> Offset {
         self.lock().next_offset()
     }
 
     /// The first offset the log holds.
-    pub fn log_start_offset(&self) -> Offset {
+    pub(crate) fn log_start_offset(&self) -> Offset {
         self.lock().log_start_offset()
     }
 
     /// Bytes on disk.
-    pub fn size(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn size(&self) -> u64 {
         self.lock().size()
     }
 
     /// Whole batches from the one holding `offset`, up to about `max_bytes` (at least one
     /// batch), all below the high watermark, read into memory.
-    pub fn read(&self, offset: Offset, max_bytes: usize) -> Result<FetchedBatches, StorageError> {
+    pub(crate) fn read(
+        &self,
+        offset: Offset,
+        max_bytes: usize,
+    ) -> Result<FetchedBatches, StorageError> {
         let located = self.locate(offset, max_bytes)?;
         let records = match &located.range {
             Some(range) => {
@@ -235,18 +245,14 @@ impl Partition {
             }
             None => bytes::Bytes::new(),
         };
-        Ok(FetchedBatches {
-            records,
-            high_watermark: located.high_watermark,
-            log_start_offset: located.log_start_offset,
-        })
+        Ok(FetchedBatches { records })
     }
 
     /// Calls `f` with every batch visible to consumers, from the log start, in order, with its
     /// records decoded: how coordinators rebuild their state from internal topics. A batch
     /// whose records do not decode (within 64 MiB once decompressed) is logged and skipped,
     /// not a reason to refuse to start; the number skipped is returned.
-    pub fn replay(
+    pub(crate) fn replay(
         &self,
         mut f: impl FnMut(&BatchHeader, Vec<BatchRecord>),
     ) -> Result<usize, StorageError> {
@@ -278,13 +284,17 @@ impl Partition {
 
     /// Where the batches [`Self::read`] would return are, without reading them: the file
     /// range can be sent to a socket as it is.
-    pub fn locate(&self, offset: Offset, max_bytes: usize) -> Result<LocatedBatches, StorageError> {
+    pub(crate) fn locate(
+        &self,
+        offset: Offset,
+        max_bytes: usize,
+    ) -> Result<LocatedBatches, StorageError> {
         self.locate_below(offset, max_bytes, self.high_watermark())
     }
 
     /// As [`Self::locate`], reading nothing at or past `upper_bound` (the last stable offset,
     /// for `read_committed`), which must not exceed the high watermark.
-    pub fn locate_below(
+    pub(crate) fn locate_below(
         &self,
         offset: Offset,
         max_bytes: usize,
@@ -322,7 +332,7 @@ impl Partition {
     }
 
     /// The first record at or after `timestamp` that consumers can see: (offset, timestamp).
-    pub fn offset_for_timestamp(
+    pub(crate) fn offset_for_timestamp(
         &self,
         timestamp: Timestamp,
         upper_bound: Offset,
@@ -338,7 +348,7 @@ impl Partition {
     /// Compacts the closed segments if the topic is compacted (`cleanup.policy=compact`).
     /// Reading and rewriting happen outside the lock; only the swap of each rewritten
     /// segment takes it.
-    pub fn compact(&self, now_ms: Timestamp) -> Result<CompactionStats, StorageError> {
+    pub(crate) fn compact(&self, now_ms: Timestamp) -> Result<CompactionStats, StorageError> {
         let high_watermark = self.high_watermark();
         let (segments, delete_retention_ms, aborted) = {
             let mut log = self.lock();
@@ -375,23 +385,18 @@ impl Partition {
 
     /// The base offset of the active segment: it moves when a segment is closed, which is
     /// when compaction has new work.
-    pub fn active_segment_base(&self) -> Offset {
+    pub(crate) fn active_segment_base(&self) -> Offset {
         self.lock().active_base_offset()
     }
 
-    /// Applies new settings (after an AlterConfigs).
-    pub fn set_config(&self, config: LogConfig) {
-        self.lock().config = config;
-    }
-
     /// The current settings.
-    pub fn config(&self) -> LogConfig {
+    pub(crate) fn config(&self) -> LogConfig {
         self.lock().config.clone()
     }
 
     /// Deletes the closed segments that `retention.ms` and `retention.bytes` let go, moving
     /// the log start offset; returns how many went.
-    pub fn apply_retention(&self, now_ms: Timestamp) -> Result<usize, StorageError> {
+    pub(crate) fn apply_retention(&self, now_ms: Timestamp) -> Result<usize, StorageError> {
         Ok(super::retention::apply(&mut self.lock(), now_ms)?)
     }
 

@@ -30,7 +30,7 @@ pub(crate) struct ReadPlan {
 
 /// A range of a segment file holding whole batches, to be sent as it is.
 #[derive(Debug, Clone)]
-pub struct FileRange {
+pub(crate) struct FileRange {
     /// The segment file (kept open: a deleted segment stays readable through it).
     pub file: Arc<File>,
     /// Where the first batch starts.

@@ -9,6 +9,7 @@ use eddy_core::wire::batch::{control_batch, BatchBuilder, ControlType};
 use eddy_core::wire::compression::Compression;
 
 use super::*;
+use crate::storage::log::AppendInfo;
 
 fn open(dir: &Path, config: LogConfig) -> Partition {
     Partition::open(TopicPartition::new("payments", 0), dir, config, 0).unwrap()

@@ -17,7 +17,7 @@ use super::producers::TxnChange;
 /// An aborted transaction of one producer in this partition: its records lie between
 /// `first_offset` and `last_offset` (the ABORT marker's offset), both included.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AbortedTransaction {
+pub(crate) struct AbortedTransaction {
     /// The producer that aborted it.
     pub producer_id: i64,
     /// The offset of its first record here.

@@ -16,7 +16,7 @@ pub(crate) const DECOMPRESSED_LIMIT: usize = 64 << 20;
 
 /// A record refused on its own: its place in the batch and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecordError {
+pub(crate) struct RecordError {
     /// The record's index in its batch.
     pub index: i32,
     /// Why it was refused.
@@ -25,7 +25,7 @@ pub struct RecordError {
 
 /// Why a batch's records were refused one by one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RecordsRefusal {
+pub(crate) enum RecordsRefusal {
     /// A record's timestamp is out of the range the topic accepts (`INVALID_TIMESTAMP`).
     Timestamp,
     /// A record is not acceptable in this topic (`INVALID_RECORD`).
@@ -45,7 +45,8 @@ pub(crate) fn check_producer_batch(
 ) -> Result<(), StorageError> {
     let mut errors: Vec<RecordError> = Vec::new();
     let mut bad_timestamp = false;
-    let mut check = |record: CheckedRecord| {
+    let accepted = accepted_timestamps(config, now);
+    let check = |record: CheckedRecord| {
         if config.compact && !record.has_key {
             errors.push(RecordError {
                 index: record.index,
@@ -53,15 +54,25 @@ pub(crate) fn check_producer_batch(
                     "Compacted topic cannot accept message without key in topic partition {partition}"
                 ),
             });
-        } else if let Some(message) = timestamp_error(config, &record, now) {
+        } else if let Some(range) = accepted
+            .as_ref()
+            .filter(|r| record.timestamp != NO_TIMESTAMP && !r.contains(&record.timestamp))
+        {
             bad_timestamp = true;
             errors.push(RecordError {
                 index: record.index,
-                message,
+                message: format!(
+                    "Timestamp {} of message with offset {} is out of range. The timestamp \
+                     should be within [{}, {}]",
+                    record.timestamp,
+                    record.index,
+                    range.start(),
+                    range.end()
+                ),
             });
         }
     };
-    check_records(bytes, header, DECOMPRESSED_LIMIT, scratch, &mut check)
+    check_records(bytes, header, DECOMPRESSED_LIMIT, scratch, check)
         .map_err(|e| StorageError::InvalidBatch(e.to_string()))?;
     if errors.is_empty() {
         return Ok(());
@@ -99,19 +110,17 @@ pub(crate) fn check_producer_batch(
     })
 }
 
-/// Why a `CreateTime` record's timestamp is out of range, if it is.
-fn timestamp_error(config: &LogConfig, record: &CheckedRecord, now: Timestamp) -> Option<String> {
-    if config.log_append_time || record.timestamp == -1 {
-        return None;
-    }
-    let earliest = now.saturating_sub(config.timestamp_before_max_ms);
-    let latest = now.saturating_add(config.timestamp_after_max_ms);
-    if (earliest..=latest).contains(&record.timestamp) {
-        return None;
-    }
-    Some(format!(
-        "Timestamp {} of message with offset {} is out of range. The timestamp should be within \
-         [{earliest}, {latest}]",
-        record.timestamp, record.index
-    ))
+/// The timestamp a producer writes when it gives none.
+const NO_TIMESTAMP: Timestamp = -1;
+
+/// The timestamps a `CreateTime` topic accepts at `now`; `None` for a `LogAppendTime` topic,
+/// whose records get the broker's time.
+fn accepted_timestamps(
+    config: &LogConfig,
+    now: Timestamp,
+) -> Option<std::ops::RangeInclusive<Timestamp>> {
+    (!config.log_append_time).then(|| {
+        now.saturating_sub(config.timestamp_before_max_ms)
+            ..=now.saturating_add(config.timestamp_after_max_ms)
+    })
 }

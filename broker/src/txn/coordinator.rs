@@ -20,7 +20,7 @@ use crate::state::now_ms;
 use crate::storage::{LogStore, Origin, Partition, StorageError};
 
 /// The internal topic of transactions.
-pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
+pub(crate) const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
 
 /// Settings of the transaction coordinator.
 #[derive(Debug, Clone)]
@@ -61,7 +61,7 @@ struct Entries {
 
 /// Every transactional id of the broker.
 #[derive(Debug)]
-pub struct TransactionCoordinator {
+pub(crate) struct TransactionCoordinator {
     config: TxnConfig,
     entries: Mutex<Entries>,
     state_log: Vec<Arc<Partition>>,

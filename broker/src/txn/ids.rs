@@ -15,7 +15,7 @@ const BLOCK: i64 = 1000;
 
 /// Hands out producer ids that are never reused.
 #[derive(Debug)]
-pub struct ProducerIds {
+pub(crate) struct ProducerIds {
     file: PathBuf,
     /// (next id to give, end of the reserved block).
     next: Mutex<(i64, i64)>,
@@ -23,7 +23,7 @@ pub struct ProducerIds {
 
 impl ProducerIds {
     /// The allocator of the data directory `dir`.
-    pub fn open(dir: &Path) -> io::Result<Self> {
+    pub(crate) fn open(dir: &Path) -> io::Result<Self> {
         let file = dir.join("producer-ids");
         let reserved_end = match std::fs::read_to_string(&file) {
             Ok(text) => text.trim().parse::<i64>().map_err(|_| {
@@ -42,7 +42,7 @@ impl ProducerIds {
     }
 
     /// A producer id no one had before.
-    pub fn next_id(&self) -> io::Result<i64> {
+    pub(crate) fn next_id(&self) -> io::Result<i64> {
         let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
         if next.0 == next.1 {
             let end = next.1 + BLOCK;

@@ -16,9 +16,9 @@ mod ids;
 mod records;
 mod state;
 
-pub use coordinator::{TransactionCoordinator, TxnConfig, TRANSACTION_STATE_TOPIC};
-pub use ids::ProducerIds;
-pub use state::{TxnMetadata, TxnState};
+pub use coordinator::TxnConfig;
+pub(crate) use coordinator::{TransactionCoordinator, TRANSACTION_STATE_TOPIC};
+pub(crate) use ids::ProducerIds;
 
 #[cfg(test)]
 mod tests;

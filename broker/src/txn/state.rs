@@ -14,7 +14,7 @@ use kafka_protocol::error::ResponseError;
 
 /// Where a transaction stands (Kafka's `TransactionState`, with its codes and names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TxnState {
+pub(crate) enum TxnState {
     /// No transaction is open.
     Empty,
     /// Partitions were added; the transaction is open.
@@ -64,7 +64,7 @@ impl TxnState {
     }
 
     /// The name Kafka's tools show.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             TxnState::Empty => "Empty",
             TxnState::Ongoing => "Ongoing",
@@ -85,7 +85,7 @@ impl TxnState {
 
 /// A transactional id's producer and current transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TxnMetadata {
+pub(crate) struct TxnMetadata {
     /// The producer id.
     pub producer_id: i64,
     /// The epoch of the producer now allowed to act.

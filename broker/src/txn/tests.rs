@@ -13,6 +13,7 @@ use eddy_core::wire::compression::Compression;
 use super::*;
 use crate::group::{GroupConfig, GroupCoordinator, OffsetValue, OFFSETS_TOPIC};
 use crate::storage::{LogConfig, LogStore, Origin, Partition, StorageError};
+use crate::txn::state::TxnState;
 
 /// A broker's worth of coordinators over the logs in `dir`: 3 partitions of each internal
 /// topic and a user topic `orders` with 2.

@@ -367,6 +367,7 @@ fn decode_record(header: &BatchHeader, body: &Bytes) -> Result<BatchRecord, Wire
 
 /// Reads a varint length of what follows in a record: `None` for -1 (null), the length if
 /// the bytes that remain hold it; any other negative length is refused.
+#[inline]
 fn read_length(cursor: &mut &[u8], what: &'static str) -> Result<Option<usize>, WireError> {
     let len = read_varint(cursor)?;
     if len == -1 {

@@ -4,6 +4,7 @@
 use super::WireError;
 
 /// Reads a zig-zag varint of at most 5 bytes (a 32-bit value) from the front of `buf`.
+#[inline]
 pub fn read_varint(buf: &mut &[u8]) -> Result<i32, WireError> {
     let raw = read_unsigned(buf, 5)?;
     if raw > u64::from(u32::MAX) {
@@ -14,12 +15,30 @@ pub fn read_varint(buf: &mut &[u8]) -> Result<i32, WireError> {
 }
 
 /// Reads a zig-zag varlong of at most 10 bytes (a 64-bit value) from the front of `buf`.
+#[inline]
 pub fn read_varlong(buf: &mut &[u8]) -> Result<i64, WireError> {
     let raw = read_unsigned(buf, 10)?;
     Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64))
 }
 
+#[inline]
 fn read_unsigned(buf: &mut &[u8], max_bytes: usize) -> Result<u64, WireError> {
+    // Most varints of a record (attributes, deltas, lengths of keys and values of up to
+    // 8 KiB, header counts) take one or two bytes.
+    match **buf {
+        [first, ..] if first & 0x80 == 0 => {
+            *buf = &buf[1..];
+            Ok(u64::from(first))
+        }
+        [first, second, ..] if second & 0x80 == 0 => {
+            *buf = &buf[2..];
+            Ok(u64::from(first & 0x7f) | (u64::from(second) << 7))
+        }
+        _ => read_unsigned_long(buf, max_bytes),
+    }
+}
+
+fn read_unsigned_long(buf: &mut &[u8], max_bytes: usize) -> Result<u64, WireError> {
     let mut value = 0u64;
     for i in 0..max_bytes {
         let Some((&byte, rest)) = buf.split_first() else {

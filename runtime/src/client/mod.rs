@@ -1,9 +1,11 @@
 //! eddy's Kafka client: what the runtime uses to reach any broker — the embedded one, an
 //! `eddy broker`, Apache Kafka or Redpanda — through the wire protocol only.
 //!
-//! So far it holds the foundation: a [`Connection`] that pipelines typed requests over one
-//! TCP connection and matches responses by correlation id, and an [`Admin`] client for groups
-//! and offsets.
+//! It holds a [`Producer`] (batching, compression, idempotence, transactions), a [`Consumer`]
+//! (assignment or group membership with client-side assignors, `read_committed`) and an
+//! [`Admin`] client. Below them, a [`Connection`] pipelines typed requests of the
+//! `kafka-protocol` crate over one TCP connection, for tools that speak the protocol
+//! directly; such callers depend on that crate themselves, which eddy does not re-export.
 
 mod admin;
 mod cluster;
@@ -27,9 +29,6 @@ pub use consumer::{
     RangeAssignor, RebalanceListener, RebalanceProtocol, RoundRobinAssignor,
 };
 pub use producer::{Delivery, GroupMetadata, Producer, ProducerRecord, RecordMetadata, Topic};
-
-/// The Kafka protocol's message types, for requests sent through a [`Connection`].
-pub use kafka_protocol as protocol;
 
 /// What can go wrong talking to a broker. Cheap to clone: a failed batch of a producer hands
 /// the same error to every record in it.

@@ -80,6 +80,7 @@ pub fn check_records(
 }
 
 /// Checks one record's body (what its length covers).
+#[inline]
 fn check_record(header: &BatchHeader, body: &[u8], index: i32) -> Result<CheckedRecord, WireError> {
     let mut cursor = body
         .get(1..) // attributes, unused in magic 2
@@ -119,6 +120,7 @@ fn check_record(header: &BatchHeader, body: &[u8], index: i32) -> Result<Checked
 
 /// Skips a varint length and that many bytes: whether they were present (-1 is null; any
 /// other negative length is refused).
+#[inline]
 fn skip_bytes(cursor: &mut &[u8], what: &'static str) -> Result<bool, WireError> {
     let Some(len) = read_length(cursor, what)? else {
         return Ok(false);

@@ -409,6 +409,22 @@ impl<T: NewType<StrBytes>> Decoder<T> for String {
     }
 }
 
+/// eddy: the most elements a collection may have, as Kafka's generated decoders allow
+/// ("Tried to read a collection of size ..., which exceeds the maximum allowed size of
+/// 1000000").
+pub const MAX_COLLECTION_SIZE: usize = 1_000_000;
+
+/// eddy: refuses a collection of more than [`MAX_COLLECTION_SIZE`] elements.
+fn check_collection_size(n: usize) -> Result<()> {
+    if n > MAX_COLLECTION_SIZE {
+        bail!(
+            "Tried to read a collection of size {n}, which exceeds the maximum allowed size of \
+             {MAX_COLLECTION_SIZE}"
+        );
+    }
+    Ok(())
+}
+
 /// eddy: the length of a compact string whose length field (length + 1) is `n`, refused above
 /// `i16::MAX` bytes as Kafka's generated decoders refuse every string field
 /// ("string field ... had invalid length"), compact or not.
@@ -1006,6 +1022,7 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for Array<E> {
                 if n as usize > buf.remaining() {
                     bail!("Array length {n} exceeds the {} bytes remaining", buf.remaining());
                 }
+                check_collection_size(n as usize)?;
                 let mut result = Vec::with_capacity(n as usize);
                 for _ in 0..n {
                     result.push(self.0.decode(buf)?);
@@ -1119,6 +1136,7 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for CompactArray<E> {
                 if (n - 1) as usize > buf.remaining() {
                     bail!("CompactArray length {} exceeds the {} bytes remaining", n - 1, buf.remaining());
                 }
+                check_collection_size((n - 1) as usize)?;
                 let mut result = Vec::with_capacity((n - 1) as usize);
                 for _ in 1..n {
                     result.push(self.0.decode(buf)?);
