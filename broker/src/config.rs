@@ -33,6 +33,12 @@ pub struct BrokerConfig {
     /// Requests a connection may have in progress before the broker stops reading from it
     /// (defaults to 64).
     pub max_in_flight_per_connection: usize,
+    /// A connection from which nothing arrives for this long is closed
+    /// (`connections.max.idle.ms`, defaults to 10 minutes).
+    pub connections_max_idle: Duration,
+    /// Connections one address may have open at once; more are closed as they arrive
+    /// (`max.connections.per.ip`, defaults to no limit, as in Kafka).
+    pub max_connections_per_ip: usize,
     /// How often retention runs (`log.retention.check.interval.ms`, defaults to 5 minutes).
     pub retention_check_interval: Duration,
     /// How often compacted topics are looked at for closed segments to clean
@@ -64,6 +70,8 @@ impl Default for BrokerConfig {
             num_partitions: 1,
             socket_request_max_bytes: 100 << 20,
             max_in_flight_per_connection: 64,
+            connections_max_idle: Duration::from_secs(600),
+            max_connections_per_ip: usize::MAX,
             retention_check_interval: Duration::from_secs(300),
             cleaner_backoff: Duration::from_secs(15),
             log: LogConfig::default(),

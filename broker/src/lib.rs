@@ -21,6 +21,9 @@
 //! internal: what users see is the [`Broker`], its builder and its configuration.
 
 mod config;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub(crate) mod group;
 mod handler;
 mod internal_records;
@@ -141,6 +144,18 @@ impl BrokerBuilder {
     /// The largest request accepted (defaults to 100 MiB).
     pub fn socket_request_max_bytes(mut self, bytes: usize) -> Self {
         self.config.socket_request_max_bytes = bytes;
+        self
+    }
+
+    /// Close connections from which nothing arrives for this long (defaults to 10 minutes).
+    pub fn connections_max_idle(mut self, idle: Duration) -> Self {
+        self.config.connections_max_idle = idle;
+        self
+    }
+
+    /// Connections one address may have open at once (defaults to no limit).
+    pub fn max_connections_per_ip(mut self, connections: usize) -> Self {
+        self.config.max_connections_per_ip = connections;
         self
     }
 

@@ -177,3 +177,64 @@ async fn many_random_frames_never_take_the_broker_down() {
     assert_eq!(metadata.brokers.len(), 1, "the broker still serves");
     broker.shutdown().await.unwrap();
 }
+
+/// A broker of the embedded kind with `configure` applied to its settings.
+async fn broker_with(
+    dir: &std::path::Path,
+    configure: impl FnOnce(eddy::embedded::BrokerBuilder) -> eddy::embedded::BrokerBuilder,
+) -> eddy::embedded::Broker {
+    configure(EmbeddedBroker::builder(dir.to_path_buf()))
+        .start()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_connection_silent_past_the_idle_limit_is_closed_and_a_busy_one_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let idle = Duration::from_millis(300);
+    let broker = broker_with(dir.path(), |b| b.connections_max_idle(idle)).await;
+    let addr = broker.bootstrap();
+    let mut silent = WireConnection::connect(&addr).await.unwrap();
+    let mut busy = WireConnection::connect(&addr).await.unwrap();
+    let started = std::time::Instant::now();
+    while started.elapsed() < idle * 4 {
+        let answer = busy.request(3, &ApiVersionsRequest::default()).await;
+        assert_eq!(
+            answer.unwrap().error_code,
+            0,
+            "a busy connection stays open"
+        );
+        tokio::time::sleep(idle / 4).await;
+    }
+    assert!(silent.is_closed_by_peer(Duration::from_millis(100)).await);
+    broker.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_address_holds_at_most_max_connections_per_ip() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = broker_with(dir.path(), |b| b.max_connections_per_ip(2)).await;
+    let addr = broker.bootstrap();
+    let mut first = WireConnection::connect(&addr).await.unwrap();
+    let mut second = WireConnection::connect(&addr).await.unwrap();
+    for conn in [&mut first, &mut second] {
+        let answer = conn.request(3, &ApiVersionsRequest::default()).await;
+        assert_eq!(answer.unwrap().error_code, 0);
+    }
+    let mut third = WireConnection::connect(&addr).await.unwrap();
+    assert!(third.is_closed_by_peer(Duration::from_secs(5)).await);
+    drop(first);
+    // The place the first held comes back once the broker sees it closed.
+    let mut answered = false;
+    for _ in 0..50 {
+        let mut again = WireConnection::connect(&addr).await.unwrap();
+        if let Ok(answer) = again.request(3, &ApiVersionsRequest::default()).await {
+            answered = answer.error_code == 0;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(answered, "a connection is served once another closed");
+    broker.shutdown().await.unwrap();
+}

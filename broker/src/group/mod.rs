@@ -12,7 +12,7 @@
 //! group's partition: a COMMIT makes them the group's offsets, an ABORT discards them.
 
 mod membership;
-mod records;
+pub(crate) mod records;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};

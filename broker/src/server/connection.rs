@@ -8,12 +8,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tokio::io::{AsyncWriteExt, BufReader, BufWriter, Interest};
+use tokio::io::{AsyncWriteExt, BufWriter, Interest};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::frame::read_frame;
+use super::frame::FrameReader;
 use crate::handler::{self, Part, ProtocolError, Reply, Response};
 use crate::state::BrokerState;
 use crate::storage::FileRange;
@@ -28,10 +28,13 @@ pub(super) async fn run(stream: TcpStream, peer: SocketAddr, state: Arc<BrokerSt
     let (read_half, write_half) = stream.into_split();
     let (tx, rx) = mpsc::channel(state.config.max_in_flight_per_connection.max(1));
     let writer = tokio::spawn(write_responses(write_half, rx, peer));
-    let mut reader = BufReader::with_capacity(64 * 1024, read_half);
-    let limit = state.config.socket_request_max_bytes;
+    let mut frames = FrameReader::new(
+        read_half,
+        state.config.socket_request_max_bytes,
+        state.config.connections_max_idle,
+    );
     loop {
-        let frame = match read_frame(&mut reader, limit).await {
+        let frame = match frames.next().await {
             Ok(Some(frame)) => frame,
             Ok(None) => break,
             Err(e) => {

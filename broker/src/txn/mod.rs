@@ -13,7 +13,7 @@
 
 mod coordinator;
 mod ids;
-mod records;
+pub(crate) mod records;
 mod state;
 
 pub use coordinator::TxnConfig;

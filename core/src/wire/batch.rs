@@ -113,6 +113,17 @@ impl BatchHeader {
                 header.last_offset_delta, header.record_count
             )));
         }
+        // The offset after the batch must be one: `last_offset` and `next_offset` add.
+        if header
+            .base_offset
+            .checked_add(i64::from(header.last_offset_delta) + 1)
+            .is_none()
+        {
+            return Err(WireError::Corrupt(format!(
+                "base offset {} with last offset delta {} passes the largest offset",
+                header.base_offset, header.last_offset_delta
+            )));
+        }
         Ok(header)
     }
 
@@ -354,8 +365,12 @@ fn decode_record(header: &BatchHeader, body: &Bytes) -> Result<BatchRecord, Wire
             cursor.len()
         )));
     }
+    let offset = header
+        .base_offset
+        .checked_add(i64::from(offset_delta))
+        .ok_or_else(|| WireError::Corrupt(format!("offset delta {offset_delta} overflows")))?;
     Ok(BatchRecord {
-        offset: header.base_offset + i64::from(offset_delta),
+        offset,
         record: Record {
             key,
             value,

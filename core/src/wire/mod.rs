@@ -5,6 +5,7 @@
 //! - [`consumer_protocol`]: the assignments a consumer group leader hands out.
 //! - [`compression`]: none, gzip, snappy (raw and the Java client's framing), lz4 and zstd,
 //!   with a bound on the decompressed size.
+//! - [`frame`]: the size-prefixed frames requests and responses travel in.
 //! - [`varint`]: the zig-zag varints of the record format.
 //!
 //! Every length and count read from the input is checked against the bytes that remain before
@@ -15,6 +16,7 @@ pub mod batch;
 pub mod compression;
 pub mod consumer_protocol;
 mod error;
+pub mod frame;
 pub mod varint;
 
 pub use error::WireError;

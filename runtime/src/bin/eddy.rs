@@ -298,6 +298,13 @@ struct BrokerArgs {
     /// (Kafka's default; eddy's default is fsync).
     #[arg(long)]
     no_fsync: bool,
+    /// Close connections from which nothing arrives for this long (`connections.max.idle.ms`).
+    #[arg(long, default_value_t = 600_000)]
+    connections_max_idle_ms: u64,
+    /// Connections one address may hold at once (`max.connections.per.ip`; no limit by
+    /// default).
+    #[arg(long)]
+    max_connections_per_ip: Option<usize>,
 }
 
 fn main() -> ExitCode {
@@ -346,7 +353,13 @@ async fn run_broker(args: BrokerArgs) -> std::io::Result<()> {
         .listen(args.listen)
         .auto_create_topics(args.auto_create_topics)
         .num_partitions(args.num_partitions)
-        .fsync_before_ack(!args.no_fsync);
+        .fsync_before_ack(!args.no_fsync)
+        .connections_max_idle(std::time::Duration::from_millis(
+            args.connections_max_idle_ms,
+        ));
+    if let Some(limit) = args.max_connections_per_ip {
+        builder = builder.max_connections_per_ip(limit);
+    }
     if let Some(host) = args.advertised_host {
         builder = builder.advertised_host(host);
     }

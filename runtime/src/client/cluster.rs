@@ -133,7 +133,11 @@ impl Cluster {
     async fn connect(&self, addr: &str) -> Result<Broker, ClientError> {
         let conn = tokio::time::timeout(
             self.config.connect_timeout,
-            Connection::connect(addr, &self.config.client_id),
+            Connection::connect_with_limit(
+                addr,
+                &self.config.client_id,
+                self.config.receive_message_max_bytes,
+            ),
         )
         .await
         .map_err(|_| ClientError::TimedOut(format!("connecting to {addr}")))??;

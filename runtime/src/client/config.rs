@@ -31,6 +31,10 @@ pub struct ClientConfig {
     pub reconnect_backoff: Duration,
     /// `reconnect.backoff.max.ms`: the longest wait between connection attempts. Default 1 s.
     pub reconnect_backoff_max: Duration,
+    /// `receive.message.max.bytes` (librdkafka's name; the Java client has no limit): the
+    /// largest response taken; a larger one closes its connection before it is read. A
+    /// consumer raises it to `fetch.max.bytes` + 512 if it is lower. Default 100,000,000.
+    pub receive_message_max_bytes: usize,
 }
 
 impl ClientConfig {
@@ -45,6 +49,7 @@ impl ClientConfig {
             retry_backoff: Duration::from_millis(100),
             reconnect_backoff: Duration::from_millis(50),
             reconnect_backoff_max: Duration::from_secs(1),
+            receive_message_max_bytes: super::connection::DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 
@@ -83,6 +88,9 @@ impl ClientConfig {
             "retry.backoff.ms" => self.retry_backoff = millis(key, value)?,
             "reconnect.backoff.ms" => self.reconnect_backoff = millis(key, value)?,
             "reconnect.backoff.max.ms" => self.reconnect_backoff_max = millis(key, value)?,
+            "receive.message.max.bytes" => {
+                self.receive_message_max_bytes = number(key, value)?;
+            }
             _ => return Ok(false),
         }
         Ok(true)

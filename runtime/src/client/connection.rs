@@ -2,22 +2,28 @@
 //! order they are sent and may be many at once (pipelining); a reader task hands each
 //! response to the request with its correlation id. A connection that fails fails every
 //! request in flight on it.
+//!
+//! Responses are read with the frame decoder the broker uses for requests
+//! (`eddy::wire::frame`): a response larger than the connection's limit closes the
+//! connection before it is read, and the buffer grows only as a response's bytes arrive.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::{BufMut, Bytes, BytesMut};
+use eddy_core::wire::frame::FrameDecoder;
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::ClientError;
 
-/// The largest response accepted.
-const MAX_RESPONSE_BYTES: usize = 256 << 20;
+/// The largest response a connection takes by default (`receive.message.max.bytes`, as
+/// librdkafka names it).
+pub(crate) const DEFAULT_MAX_RESPONSE_BYTES: usize = 100_000_000;
 
 type Waiter = (i32, oneshot::Sender<Result<Bytes, ClientError>>);
 
@@ -49,8 +55,18 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Connects to `addr` (`host:port`).
+    /// Connects to `addr` (`host:port`), taking responses of up to 100,000,000 bytes.
     pub async fn connect(addr: &str, client_id: &str) -> Result<Self, ClientError> {
+        Self::connect_with_limit(addr, client_id, DEFAULT_MAX_RESPONSE_BYTES).await
+    }
+
+    /// Connects to `addr` (`host:port`), taking responses of up to `max_response_bytes`: a
+    /// larger one closes the connection, failing the requests in flight on it.
+    pub async fn connect_with_limit(
+        addr: &str,
+        client_id: &str,
+        max_response_bytes: usize,
+    ) -> Result<Self, ClientError> {
         let io = |source| ClientError::Io {
             addr: addr.to_string(),
             source: Arc::new(source),
@@ -69,6 +85,7 @@ impl Connection {
         ));
         tokio::spawn(read_responses(
             read_half,
+            FrameDecoder::new(max_response_bytes),
             Arc::clone(&in_flight),
             Arc::clone(&shutdown),
             addr.to_string(),
@@ -267,31 +284,28 @@ async fn write_requests(
 }
 
 async fn read_responses(
-    read_half: tokio::net::tcp::OwnedReadHalf,
+    mut read_half: tokio::net::tcp::OwnedReadHalf,
+    decoder: FrameDecoder,
     in_flight: Arc<Mutex<InFlight>>,
     shutdown: Arc<Notify>,
     addr: String,
 ) {
-    let mut reader = BufReader::with_capacity(256 * 1024, read_half);
+    let mut buf = BytesMut::new();
     loop {
         let frame = async {
-            let size = reader.read_i32().await?;
-            if size < 0 || size as usize > MAX_RESPONSE_BYTES {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("a response of {size} bytes"),
-                ));
-            }
-            // Read into spare capacity: no zeroing of buffers about to be overwritten.
-            let size = size as usize;
-            let mut body = BytesMut::with_capacity(size);
-            while body.len() < size {
-                let want = (size - body.len()) as u64;
-                if (&mut reader).take(want).read_buf(&mut body).await? == 0 {
-                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+            loop {
+                let decoded = decoder.decode(&mut buf).map_err(|e| {
+                    std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())
+                })?;
+                if let Some(body) = decoded {
+                    return Ok(body);
+                }
+                // Read into spare capacity: no zeroing of buffers about to be overwritten.
+                buf.reserve(decoder.room(&buf));
+                if read_half.read_buf(&mut buf).await? == 0 {
+                    return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
                 }
             }
-            Ok(body.freeze())
         };
         let frame = tokio::select! {
             frame = frame => frame,
@@ -337,5 +351,67 @@ fn fail_all(in_flight: &Mutex<InFlight>, addr: &str, source: std::io::Error) {
             addr: addr.to_string(),
             source: Arc::clone(&source),
         }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::ApiVersionsRequest;
+    use tokio::net::TcpListener;
+
+    /// A peer that reads one request and answers with `answer` (raw bytes), then stays open.
+    async fn peer_answering(answer: Vec<u8>) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let size = stream.read_i32().await.unwrap();
+            let mut request = vec![0; usize::try_from(size).unwrap()];
+            stream.read_exact(&mut request).await.unwrap();
+            // Answer in pieces, as a slow network would deliver it.
+            for piece in answer.chunks(7) {
+                stream.write_all(piece).await.unwrap();
+                tokio::task::yield_now().await;
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+        });
+        addr
+    }
+
+    fn frame(body: &[u8]) -> Vec<u8> {
+        let mut out = i32::try_from(body.len()).unwrap().to_be_bytes().to_vec();
+        out.extend_from_slice(body);
+        out
+    }
+
+    #[tokio::test]
+    async fn a_response_over_the_limit_fails_its_request_without_being_read() {
+        // 200 MiB announced, nothing behind it.
+        let addr = peer_answering((200i32 << 20).to_be_bytes().to_vec()).await;
+        let conn = Connection::connect_with_limit(&addr, "t", 1 << 20)
+            .await
+            .unwrap();
+        let answer = conn.send(0, &ApiVersionsRequest::default()).await;
+        assert!(matches!(answer, Err(ClientError::Io { .. })), "{answer:?}");
+        assert!(conn.is_closed());
+    }
+
+    #[tokio::test]
+    async fn a_response_in_pieces_is_read_whole() {
+        // ApiVersions v0: correlation id 1, error 0, no API keys.
+        let body = [
+            &1i32.to_be_bytes()[..],
+            &0i16.to_be_bytes(),
+            &0i32.to_be_bytes(),
+        ]
+        .concat();
+        let addr = peer_answering(frame(&body)).await;
+        let conn = Connection::connect_with_limit(&addr, "t", 64)
+            .await
+            .unwrap();
+        let answer = conn.send(0, &ApiVersionsRequest::default()).await.unwrap();
+        assert_eq!(answer.error_code, 0);
+        assert!(answer.api_keys.is_empty());
     }
 }

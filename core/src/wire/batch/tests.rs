@@ -297,3 +297,26 @@ proptest! {
         let _ = decode_records(&Bytes::from(batch), 1 << 16);
     }
 }
+
+/// Found by the `record_batch` fuzz target: a base offset near `i64::MAX` made the offsets of
+/// a batch's records overflow (a panic with overflow checks, a wrapped offset without).
+#[test]
+fn offsets_past_the_largest_are_refused_not_wrapped() {
+    let mut builder = BatchBuilder::new(Compression::None);
+    builder.append_at(0, &Record::new("k", "v", 1));
+    builder.append_at(5, &Record::new("k", "v", 1));
+    let mut batch = builder.build(i64::MAX - 3).unwrap();
+    // The header claims one record after the first: the batch itself ends in range.
+    batch[23..27].copy_from_slice(&1i32.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[21..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    let error = decode_records(&Bytes::from(batch.clone()), 1 << 20).unwrap_err();
+    assert!(error.to_string().contains("overflows"), "{error}");
+
+    let mut at_the_end = BatchBuilder::new(Compression::None);
+    at_the_end.append(&Record::new("k", "v", 1));
+    at_the_end.append(&Record::new("k", "v", 1));
+    let at_the_end = at_the_end.build(i64::MAX - 1).unwrap();
+    assert!(BatchHeader::parse(&at_the_end).is_err());
+    assert!(validate(&at_the_end).is_err());
+}

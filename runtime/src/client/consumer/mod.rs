@@ -102,7 +102,13 @@ impl Consumer {
     /// `cooperative-sticky`). Connections open on first use.
     pub fn new(config: ConsumerConfig) -> Result<Self, ClientError> {
         config.validate()?;
-        let cluster = Cluster::new(config.client.clone())?;
+        let mut client = config.client.clone();
+        // A fetch response holds up to fetch.max.bytes of batches, and its headers.
+        let fetch_max = usize::try_from(config.fetch_max_bytes).unwrap_or(0);
+        client.receive_message_max_bytes = client
+            .receive_message_max_bytes
+            .max(fetch_max.saturating_add(512));
+        let cluster = Cluster::new(client)?;
         Ok(Self {
             fetcher: Fetcher::new(Arc::clone(&cluster), config.clone()),
             cluster,
