@@ -192,3 +192,31 @@ async fn paused_partitions_are_not_read_until_resumed() {
         Err(ClientError::State(_))
     ));
 }
+
+#[tokio::test]
+async fn a_deleted_topics_committed_offsets_go_with_it() {
+    let broker = TestBroker::start().await;
+    let admin = Admin::connect(broker.bootstrap()).await.unwrap();
+    let doomed = broker.create_topic("admin-doomed", 2).await;
+    let kept = broker.create_topic("admin-kept", 1).await;
+    let group = broker.unique("admin-deleted-topic");
+    let offsets = BTreeMap::from([
+        (TopicPartition::new(&doomed, 0), 3),
+        (TopicPartition::new(&doomed, 1), 4),
+        (TopicPartition::new(&kept, 0), 5),
+    ]);
+    admin.alter_group_offsets(&group, &offsets).await.unwrap();
+    assert_eq!(admin.committed_offsets(&group).await.unwrap(), offsets);
+    admin.delete_topics(&[&doomed]).await.unwrap();
+    // Kafka deletes them shortly after it answers; eddy before.
+    let left = BTreeMap::from([(TopicPartition::new(&kept, 0), 5)]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let committed = admin.committed_offsets(&group).await.unwrap();
+        if committed == left {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still committed: {committed:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

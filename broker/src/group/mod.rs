@@ -761,6 +761,56 @@ impl GroupCoordinator {
         Ok(codes)
     }
 
+    /// Deletes every group's committed offsets of a deleted topic, as Kafka does: the
+    /// tombstones are stored first, then the offsets are forgotten (unless a commit stored
+    /// after the tombstone, for a topic made again under the same name, replaced one).
+    pub(crate) async fn delete_topic_offsets(&self, topic: &str) -> Result<(), StorageError> {
+        let appended: Vec<(String, Result<Appended, StorageError>)> = {
+            let groups = self.lock();
+            groups
+                .values()
+                .filter_map(|entry| {
+                    let tombstones: Vec<_> = entry
+                        .offsets
+                        .keys()
+                        .filter(|(t, _)| t == topic)
+                        .map(|(t, p)| {
+                            let key = OffsetsKey::Offset {
+                                group: entry.group.id.clone(),
+                                topic: t.clone(),
+                                partition: *p,
+                            };
+                            (key, None)
+                        })
+                        .collect();
+                    let id = entry.group.id.clone();
+                    (!tombstones.is_empty()).then(|| (id.clone(), self.append(&id, &tombstones)))
+                })
+                .collect()
+        };
+        for (group, appended) in appended {
+            let stored_at = match &appended {
+                Ok(Appended(Some((_, last_offset)))) => *last_offset,
+                _ => -1,
+            };
+            store(appended).await.inspect_err(|e| {
+                tracing::error!(%group, topic, error = %e, "could not delete the offsets of a deleted topic");
+            })?;
+            if let Some(entry) = self.lock().get_mut(&group) {
+                let applied_at = &entry.applied_at;
+                entry.offsets.retain(|(t, p), _| {
+                    t != topic
+                        || applied_at
+                            .get(&(t.clone(), *p))
+                            .is_some_and(|&at| at > stored_at)
+                });
+                let offsets = &entry.offsets;
+                entry.applied_at.retain(|key, _| offsets.contains_key(key));
+            }
+        }
+        Ok(())
+    }
+
     /// Expires sessions and rebalances, and the offsets of long-empty groups, until `stop`.
     pub(crate) async fn run_timers(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
         let mut last_expiry = Instant::now();

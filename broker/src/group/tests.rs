@@ -215,3 +215,44 @@ async fn replay_skips_what_does_not_decode_and_keeps_every_other_group() {
     let groups: Vec<String> = replayed.list().into_iter().map(|(id, ..)| id).collect();
     assert_eq!(groups, ["bystander", "victim"]);
 }
+
+#[tokio::test]
+async fn a_deleted_topics_offsets_are_deleted_and_stay_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let coordinator = coordinator_in(dir.path(), 3);
+    let offsets = |topic: &str| {
+        (0..2)
+            .map(|p| (topic.to_string(), p, offset(10 + i64::from(p), now_ms())))
+            .collect::<Vec<_>>()
+    };
+    for group in ["g1", "g2"] {
+        let mut both = offsets("doomed");
+        both.extend(offsets("kept"));
+        coordinator
+            .commit_offsets(group, -1, "", None, both)
+            .await
+            .unwrap();
+    }
+    coordinator.delete_topic_offsets("doomed").await.unwrap();
+    let topics = |c: &GroupCoordinator, group| {
+        let mut topics: Vec<String> = c
+            .fetch_offsets(group, None)
+            .into_iter()
+            .map(|(t, ..)| t)
+            .collect();
+        topics.dedup();
+        topics
+    };
+    for group in ["g1", "g2"] {
+        assert_eq!(topics(&coordinator, group), ["kept"]);
+    }
+    drop(coordinator);
+    let replayed = coordinator_in(dir.path(), 3);
+    for group in ["g1", "g2"] {
+        assert_eq!(
+            topics(&replayed, group),
+            ["kept"],
+            "the tombstones were stored"
+        );
+    }
+}

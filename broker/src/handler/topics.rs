@@ -162,6 +162,7 @@ pub(super) fn delete(
             .collect()
     };
     let mut responses = Vec::new();
+    let mut deleted = Vec::new();
     for (name, id) in wanted {
         let topic = match &name {
             Some(n) => state.metadata.topic(n),
@@ -186,6 +187,7 @@ pub(super) fn delete(
                 .delete_topic(&t.name)
                 .map(|_| {
                     tracing::info!(topic = %t.name, "deleted a topic");
+                    deleted.push(t.name.clone());
                 })
                 .map_err(|e| (metadata_code(&e), e.to_string())),
         };
@@ -197,7 +199,15 @@ pub(super) fn delete(
         }
         responses.push(result);
     }
-    ctx.reply(&DeleteTopicsResponse::default().with_responses(responses))
+    // Committed offsets of a deleted topic go with it, as in Kafka. The topic is gone
+    // whatever happens to them; a failure is logged by the coordinator.
+    let groups = Arc::clone(&state.groups);
+    ctx.clone().later(async move {
+        for topic in deleted {
+            let _ = groups.delete_topic_offsets(&topic).await;
+        }
+        DeleteTopicsResponse::default().with_responses(responses)
+    })
 }
 
 pub(super) fn create_partitions(

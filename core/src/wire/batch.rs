@@ -354,8 +354,9 @@ fn decode_record(header: &BatchHeader, body: &Bytes) -> Result<BatchRecord, Wire
     for _ in 0..header_count {
         let name = read_bytes(body, &mut cursor, "header name")?
             .ok_or_else(|| WireError::Corrupt("header with a null name".into()))?;
-        let name = String::from_utf8(name.to_vec())
-            .map_err(|_| WireError::Corrupt("header name is not UTF-8".into()))?;
+        // As Java reads header keys: bytes that are not UTF-8 become U+FFFD, not an error
+        // that would leave a consumer unable to pass the batch.
+        let name = String::from_utf8_lossy(&name).into_owned();
         let value = read_bytes(body, &mut cursor, "header value")?;
         headers.push(Header { key: name, value });
     }

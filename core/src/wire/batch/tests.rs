@@ -320,3 +320,26 @@ fn offsets_past_the_largest_are_refused_not_wrapped() {
     assert!(BatchHeader::parse(&at_the_end).is_err());
     assert!(validate(&at_the_end).is_err());
 }
+
+/// Found by the `record_batch` fuzz target: a header key that is not UTF-8, which brokers
+/// store (Kafka's too), made the batch undecodable, so a consumer could never pass it. Java
+/// reads such keys with U+FFFD in place of the bad bytes, and so does eddy.
+#[test]
+fn a_header_key_that_is_not_utf8_is_read_as_java_reads_it() {
+    let mut builder = BatchBuilder::new(Compression::None);
+    builder.append(&Record {
+        key: None,
+        value: None,
+        headers: vec![Header::new("h", "x")],
+        timestamp: 1,
+    });
+    let mut batch = builder.build(0).unwrap();
+    let at = batch.iter().rposition(|&b| b == b'h').unwrap();
+    batch[at] = 0xff;
+    let crc = crc32c::crc32c(&batch[21..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    let header = validate(&batch).unwrap();
+    check_records(&batch, &header, 1 << 20, &mut Vec::new(), |_| {}).unwrap();
+    let (_, records) = decode_records(&Bytes::from(batch), 1 << 20).unwrap();
+    assert_eq!(records[0].record.headers[0].key, "\u{fffd}");
+}
