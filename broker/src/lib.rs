@@ -48,6 +48,7 @@ pub use config::BrokerConfig;
 pub use group::GroupConfig;
 use state::BrokerState;
 pub use storage::LogConfig;
+pub use storage::StorageFaults;
 pub use txn::TxnConfig;
 
 /// A running broker. Dropping it leaves it running until the runtime ends; call
@@ -76,6 +77,12 @@ impl Broker {
     /// `host:port` for clients' `bootstrap.servers`.
     pub fn bootstrap(&self) -> String {
         self.local_addr.to_string()
+    }
+
+    /// The faults its storage is made to meet from now on: a slow or failing disk, for tests.
+    #[cfg(feature = "failpoints")]
+    pub fn storage_faults(&self) -> StorageFaults {
+        self.state.logs.faults.clone()
     }
 
     /// The broker's settings.

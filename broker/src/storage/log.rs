@@ -19,7 +19,7 @@ use super::read::ReadPlan;
 use super::segment::{self, Segment, Truncation};
 use super::transactions::{AbortedTransaction, Transactions};
 use super::validation;
-use super::StorageError;
+use super::{StorageError, StorageFaults};
 
 const LOG_START_OFFSET_FILE: &str = "log-start-offset";
 
@@ -93,6 +93,8 @@ pub(crate) struct Log {
     scratch: Vec<u8>,
     /// A compressed batch's records while they are checked.
     decompressed: Vec<u8>,
+    /// What the disk is made to do, for tests.
+    pub(crate) faults: StorageFaults,
     headers: Vec<BatchHeader>,
 }
 
@@ -152,6 +154,7 @@ impl Log {
             transactions: Transactions::default(),
             scratch: Vec::new(),
             decompressed: Vec::new(),
+            faults: StorageFaults::default(),
             headers: Vec::new(),
         };
         log.log_start_offset = saved_start
@@ -534,6 +537,7 @@ impl Log {
     /// offset up to which the log is now durable.
     pub(crate) fn roll(&mut self, now_ms: i64) -> io::Result<Offset> {
         let next = self.next_offset();
+        self.faults.before_fsync()?;
         self.active().close_for_appends()?;
         self.save_transaction_index()?;
         self.save_producers()?;

@@ -37,6 +37,7 @@
 mod compaction;
 mod config;
 mod error;
+mod faults;
 mod index;
 mod log;
 mod partition;
@@ -57,6 +58,7 @@ use eddy_core::log::TopicPartition;
 
 pub use config::LogConfig;
 pub(crate) use error::StorageError;
+pub use faults::StorageFaults;
 pub(crate) use index::write_synced;
 pub(crate) use log::Origin;
 pub(crate) use partition::Partition;
@@ -68,6 +70,8 @@ pub(crate) use validation::{RecordError, RecordsRefusal};
 pub(crate) struct LogStore {
     dir: PathBuf,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
+    /// What every partition's disk is made to do, for tests.
+    pub(crate) faults: StorageFaults,
 }
 
 impl LogStore {
@@ -78,6 +82,7 @@ impl LogStore {
         Ok(Self {
             dir: dir.to_path_buf(),
             partitions: RwLock::new(HashMap::new()),
+            faults: StorageFaults::default(),
         })
     }
 
@@ -93,7 +98,8 @@ impl LogStore {
         now_ms: i64,
     ) -> io::Result<Arc<Partition>> {
         let dir = self.partition_dir(&tp);
-        let partition = Arc::new(Partition::open(tp.clone(), &dir, config, now_ms)?);
+        let partition =
+            Arc::new(Partition::open(tp.clone(), &dir, config, now_ms)?.with_faults(&self.faults));
         self.write().insert(tp, Arc::clone(&partition));
         Ok(partition)
     }

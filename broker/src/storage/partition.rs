@@ -24,7 +24,7 @@ use super::config::LogConfig;
 use super::log::{no_transactions, AppendInfo, Log, Origin};
 use super::read::FileRange;
 use super::transactions::AbortedTransaction;
-use super::StorageError;
+use super::{StorageError, StorageFaults};
 
 /// One partition's log, shared by every connection.
 #[derive(Debug)]
@@ -34,6 +34,7 @@ pub(crate) struct Partition {
     high_watermark: watch::Sender<Offset>,
     flush: tokio::sync::Mutex<()>,
     deleted: AtomicBool,
+    faults: StorageFaults,
 }
 
 /// What a read returns.
@@ -81,7 +82,15 @@ impl Partition {
             high_watermark,
             flush: tokio::sync::Mutex::new(()),
             deleted: AtomicBool::new(false),
+            faults: StorageFaults::default(),
         })
+    }
+
+    /// The partition, meeting the storage faults injected into `faults`.
+    pub(crate) fn with_faults(mut self, faults: &StorageFaults) -> Self {
+        self.faults = faults.clone();
+        self.log.get_mut().unwrap_or_else(|p| p.into_inner()).faults = faults.clone();
+        self
     }
 
     /// Which partition this is.
@@ -129,6 +138,7 @@ impl Partition {
         origin: Origin<'_>,
     ) -> Result<AppendInfo, StorageError> {
         self.check_live()?;
+        self.faults.before_append()?;
         let mut log = self.lock();
         let (info, durable_by_roll) = log.append(records, now_ms, origin)?;
         if !log.config.fsync_before_ack {
@@ -155,7 +165,7 @@ impl Partition {
                 let log = self.lock();
                 (log.active_file(), log.next_offset())
             };
-            sync(file).await?;
+            sync(file, self.faults.clone()).await?;
             self.advance_high_watermark(target);
         }
     }
@@ -165,7 +175,7 @@ impl Partition {
         let last = self.log_end_offset() - 1;
         let _flushing = self.flush.lock().await;
         let file = self.lock().active_file();
-        sync(file).await?;
+        sync(file, self.faults.clone()).await?;
         self.advance_high_watermark(last + 1);
         Ok(())
     }
@@ -412,9 +422,13 @@ impl Partition {
     }
 }
 
-async fn sync(file: std::sync::Arc<File>) -> Result<(), StorageError> {
-    tokio::task::spawn_blocking(move || file.sync_data())
-        .await
-        .map_err(io::Error::other)??;
+/// fsyncs `file` on a blocking thread, never on the async workers.
+async fn sync(file: std::sync::Arc<File>, faults: StorageFaults) -> Result<(), StorageError> {
+    tokio::task::spawn_blocking(move || {
+        faults.before_fsync()?;
+        file.sync_data()
+    })
+    .await
+    .map_err(io::Error::other)??;
     Ok(())
 }

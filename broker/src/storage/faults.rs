@@ -1,0 +1,70 @@
+//! Storage faults injected on purpose, for tests of what a slow or failing disk does to the
+//! broker: a delay before every fsync, fsyncs that fail, appends that find the disk full.
+//! Without the `failpoints` feature nothing can be injected and every check is a no-op.
+
+use std::io;
+
+/// The faults a broker's partitions are to meet, shared by all of them.
+#[derive(Debug, Clone, Default)]
+pub struct StorageFaults {
+    #[cfg(feature = "failpoints")]
+    injected: std::sync::Arc<std::sync::Mutex<Injected>>,
+}
+
+#[cfg(feature = "failpoints")]
+#[derive(Debug, Default)]
+struct Injected {
+    fsync_delay: std::time::Duration,
+    failing_fsyncs: bool,
+    full_disk: bool,
+}
+
+impl StorageFaults {
+    /// Runs before an fsync, on the thread that will fsync.
+    pub(crate) fn before_fsync(&self) -> io::Result<()> {
+        #[cfg(feature = "failpoints")]
+        {
+            let (delay, fail) = {
+                let injected = self.lock();
+                (injected.fsync_delay, injected.failing_fsyncs)
+            };
+            std::thread::sleep(delay);
+            if fail {
+                return Err(io::Error::other("injected: fsync failed"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs before an append writes anything.
+    pub(crate) fn before_append(&self) -> io::Result<()> {
+        #[cfg(feature = "failpoints")]
+        if self.lock().full_disk {
+            return Err(io::Error::from_raw_os_error(28)); // ENOSPC
+        }
+        Ok(())
+    }
+}
+
+#[cfg(feature = "failpoints")]
+impl StorageFaults {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Injected> {
+        self.injected.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every fsync from now on first waits `delay`: a slow disk.
+    pub fn set_fsync_delay(&self, delay: std::time::Duration) {
+        self.lock().fsync_delay = delay;
+    }
+
+    /// Every fsync from now on fails (`true`), or works again (`false`).
+    pub fn fail_fsyncs(&self, fail: bool) {
+        self.lock().failing_fsyncs = fail;
+    }
+
+    /// Every append from now on fails with "no space left on device" (`true`), or works
+    /// again (`false`).
+    pub fn fill_disk(&self, full: bool) {
+        self.lock().full_disk = full;
+    }
+}
