@@ -20,6 +20,7 @@
 //! transactions). Handlers never touch files; storage never sees a request. The domain is
 //! internal: what users see is the [`Broker`], its builder and its configuration.
 
+mod clock;
 mod config;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]

@@ -13,7 +13,9 @@
 //! members; everything here runs under the coordinator's lock and does no I/O.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;

@@ -16,7 +16,7 @@ pub(crate) mod records;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use eddy_core::log::Record;
@@ -30,8 +30,8 @@ pub(crate) use membership::{GroupState, JoinRequest, JoinResult, Pending, SyncRe
 pub(crate) use records::OffsetValue;
 use records::{GroupValue, OffsetsKey};
 
+use crate::clock::{Clock, Now};
 use crate::internal_records::TooLong;
-use crate::state::now_ms;
 use crate::storage::{Origin, Partition, StorageError};
 
 /// The internal topic of groups and offsets.
@@ -134,6 +134,8 @@ pub(crate) struct GroupDescription {
 #[derive(Debug)]
 pub(crate) struct GroupCoordinator {
     config: GroupConfig,
+    /// Where every deadline and stored time comes from.
+    clock: Clock,
     groups: Mutex<HashMap<String, GroupEntry>>,
     offsets_log: Vec<Arc<Partition>>,
 }
@@ -172,6 +174,7 @@ impl GroupCoordinator {
     ) -> Result<Self, StorageError> {
         let coordinator = Self {
             config,
+            clock: Clock::new(),
             groups: Mutex::new(HashMap::new()),
             offsets_log,
         };
@@ -235,7 +238,7 @@ impl GroupCoordinator {
             return Ok(Appended(None));
         }
         let partition = Arc::clone(&self.offsets_log[self.partition_for(group)]);
-        let now = now_ms();
+        let now = self.clock.now().wall_ms;
         let mut batch = BatchBuilder::new(Compression::None);
         for (key, value) in records {
             batch.append(&Record {
@@ -273,9 +276,12 @@ impl GroupCoordinator {
             let entry = groups
                 .entry(group_id.to_string())
                 .or_insert_with(|| GroupEntry::new(group_id));
-            let (pending, changed) = entry.group.join(request, Instant::now(), now_ms(), || {
-                new_member_id(&client_id)
-            });
+            let (pending, changed) = entry.group.join(
+                request,
+                self.clock.now().instant,
+                self.clock.now().wall_ms,
+                || new_member_id(&client_id),
+            );
             let appended = match changed {
                 Changed::Store => self.store_group(&entry.group),
                 Changed::No => Ok(Appended(None)),
@@ -307,10 +313,13 @@ impl GroupCoordinator {
             let Some(entry) = groups.get_mut(group_id) else {
                 return (ResponseError::UnknownMemberId.code(), Bytes::new());
             };
-            let (pending, changed) =
-                entry
-                    .group
-                    .sync(member_id, instance_id, generation, assignments, now_ms());
+            let (pending, changed) = entry.group.sync(
+                member_id,
+                instance_id,
+                generation,
+                assignments,
+                self.clock.now().wall_ms,
+            );
             let appended = match changed {
                 Changed::Store => Some(self.store_group(&entry.group)),
                 Changed::No => None,
@@ -350,7 +359,7 @@ impl GroupCoordinator {
             Some(entry) => {
                 entry
                     .group
-                    .heartbeat(member_id, instance_id, generation, Instant::now())
+                    .heartbeat(member_id, instance_id, generation, self.clock.now().instant)
             }
             None => ResponseError::UnknownMemberId.code(),
         }
@@ -371,10 +380,12 @@ impl GroupCoordinator {
             let codes = members
                 .iter()
                 .map(|(member_id, instance)| {
-                    let (code, changed) =
-                        entry
-                            .group
-                            .leave(member_id, instance.as_deref(), Instant::now(), now_ms());
+                    let (code, changed) = entry.group.leave(
+                        member_id,
+                        instance.as_deref(),
+                        self.clock.now().instant,
+                        self.clock.now().wall_ms,
+                    );
                     store_needed |= changed == Changed::Store;
                     code
                 })
@@ -427,7 +438,7 @@ impl GroupCoordinator {
                 if group.state == GroupState::CompletingRebalance {
                     return Err(ResponseError::RebalanceInProgress.code());
                 }
-                entry.group.touch(member_id, Instant::now());
+                entry.group.touch(member_id, self.clock.now().instant);
             }
             let records: Result<Vec<_>, TooLong> = offsets
                 .iter()
@@ -498,7 +509,7 @@ impl GroupCoordinator {
             groups
                 .entry(group_id.to_string())
                 .or_insert_with(|| GroupEntry::new(group_id));
-            let now = now_ms();
+            let now = self.clock.now().wall_ms;
             let mut batch = BatchBuilder::new(Compression::None)
                 .producer(producer_id, epoch, -1)
                 .transactional();
@@ -813,14 +824,16 @@ impl GroupCoordinator {
 
     /// Expires sessions and rebalances, and the offsets of long-empty groups, until `stop`.
     pub(crate) async fn run_timers(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
-        let mut last_expiry = Instant::now();
+        let mut last_expiry = self.clock.now().instant;
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_millis(50)) => {}
                 _ = stop.changed() => return,
             }
-            let now = Instant::now();
-            let wall = now_ms();
+            let Now {
+                instant: now,
+                wall_ms: wall,
+            } = self.clock.now();
             let appended: Vec<_> = {
                 let mut groups = self.lock();
                 groups

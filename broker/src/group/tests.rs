@@ -2,6 +2,7 @@
 //! member ids, and replay of damaged or forged records.
 
 use super::*;
+use crate::state::now_ms;
 
 fn coordinator_in(dir: &std::path::Path, partitions: i32) -> GroupCoordinator {
     let logs = (0..partitions)
@@ -109,6 +110,7 @@ const JAVA: &[(&str, i32, usize)] = &[
 fn groups_map_to_partitions_as_kafka_maps_them() {
     let coordinator = GroupCoordinator {
         config: GroupConfig::default(),
+        clock: Clock::new(),
         groups: Mutex::new(HashMap::new()),
         offsets_log: Vec::new(),
     };
@@ -255,4 +257,40 @@ async fn a_deleted_topics_offsets_are_deleted_and_stay_deleted() {
             "the tombstones were stored"
         );
     }
+}
+
+/// A member that joins and then falls silent, with the coordinator's timers running.
+fn silent_member(session: Duration) -> JoinRequest {
+    JoinRequest {
+        member_id: String::new(),
+        group_instance_id: None,
+        client_id: "c".into(),
+        client_host: "/127.0.0.1".into(),
+        session_timeout: session,
+        rebalance_timeout: session,
+        protocol_type: "consumer".into(),
+        protocols: vec![("range".into(), Bytes::from_static(b"\x00\x01"))],
+        require_known_member_id: false,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_member_leaves_when_its_session_ends_on_the_coordinators_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let coordinator = Arc::new(coordinator_in(dir.path(), 1));
+    let (stop, stopped) = watch::channel(false);
+    let timers = tokio::spawn(Arc::clone(&coordinator).run_timers(stopped));
+    let session = Duration::from_secs(10);
+    let joined = coordinator.join("g", silent_member(session)).await;
+    assert_eq!(joined.error_code, 0);
+    let members = |c: &GroupCoordinator| c.describe("g").map_or(0, |d| d.members.len());
+    assert_eq!(members(&coordinator), 1);
+    // No heartbeat: nothing changes before the session ends, the member goes after it.
+    tokio::time::sleep(session - Duration::from_secs(1)).await;
+    assert_eq!(members(&coordinator), 1, "still within its session");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(members(&coordinator), 0, "its session ended");
+    assert_eq!(coordinator.describe("g").unwrap().state, GroupState::Empty);
+    stop.send(true).unwrap();
+    timers.await.unwrap();
 }

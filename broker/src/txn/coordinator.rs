@@ -15,8 +15,8 @@ use tokio::sync::watch;
 use super::ids::ProducerIds;
 use super::records::{decode_key, decode_value, encode_key, encode_value};
 use super::state::{EndStep, InitStep, TxnMetadata, TxnState};
+use crate::clock::Clock;
 use crate::group::{coordinator_partition, GroupCoordinator, OFFSETS_TOPIC};
-use crate::state::now_ms;
 use crate::storage::{LogStore, Origin, Partition, StorageError};
 
 /// The internal topic of transactions.
@@ -63,6 +63,8 @@ struct Entries {
 #[derive(Debug)]
 pub(crate) struct TransactionCoordinator {
     config: TxnConfig,
+    /// Where every timeout and stored time comes from.
+    clock: Clock,
     entries: Mutex<Entries>,
     state_log: Vec<Arc<Partition>>,
     logs: Arc<LogStore>,
@@ -86,6 +88,7 @@ impl TransactionCoordinator {
     ) -> Result<Self, StorageError> {
         let coordinator = Self {
             config,
+            clock: Clock::new(),
             entries: Mutex::new(Entries::default()),
             state_log,
             logs,
@@ -194,7 +197,7 @@ impl TransactionCoordinator {
         txn: &TxnMetadata,
     ) -> Result<(Arc<Partition>, i64), StorageError> {
         let partition = &self.state_log[coordinator_partition(id, self.state_log.len())];
-        let now = now_ms();
+        let now = self.clock.now().wall_ms;
         let mut batch = BatchBuilder::new(Compression::None);
         batch.append(&Record {
             key: Some(encode_key(id)?),
@@ -293,7 +296,7 @@ impl TransactionCoordinator {
                 if entry.pending {
                     return Err(ResponseError::ConcurrentTransactions.code());
                 }
-                let now = now_ms();
+                let now = self.clock.now().wall_ms;
                 let next = match entry.txn.init_step(expected)? {
                     InitStep::Retry => {
                         Next::Answer(entry.txn.producer_id, entry.txn.producer_epoch)
@@ -342,7 +345,7 @@ impl TransactionCoordinator {
     ) -> Result<(), i16> {
         let change = self.claim(id, |txn| {
             txn.check_producer(producer.0, producer.1)?;
-            txn.with_partitions(partitions, now_ms())
+            txn.with_partitions(partitions, self.clock.now().wall_ms)
         })?;
         match change {
             Some(txn) => self.store(id, txn, false).await,
@@ -368,7 +371,7 @@ impl TransactionCoordinator {
     ) -> Result<(), i16> {
         let change = self.claim(id, |txn| {
             txn.check_producer(producer.0, producer.1)?;
-            match txn.end_step(commit, now_ms())? {
+            match txn.end_step(commit, self.clock.now().wall_ms)? {
                 EndStep::AlreadyDone => Ok(None),
                 EndStep::Prepare(prepared) => Ok(Some(prepared)),
             }
@@ -388,7 +391,7 @@ impl TransactionCoordinator {
     async fn complete(&self, id: &str, prepared: TxnMetadata) -> Result<(), i16> {
         match self.write_markers(&prepared).await {
             Ok(()) => {
-                self.store_completion(id, prepared.completed(now_ms()))
+                self.store_completion(id, prepared.completed(self.clock.now().wall_ms))
                     .await
             }
             Err(e) => {
@@ -407,7 +410,7 @@ impl TransactionCoordinator {
         } else {
             ControlType::Abort
         };
-        let now = now_ms();
+        let now = self.clock.now().wall_ms;
         let batch = control_batch(txn.producer_id, txn.producer_epoch, marker, 0, now);
         let mut written = Vec::with_capacity(txn.partitions.len());
         for (topic, index) in &txn.partitions {
@@ -497,7 +500,7 @@ impl TransactionCoordinator {
     }
 
     pub(super) async fn settle(&self) {
-        let now = now_ms();
+        let now = self.clock.now().wall_ms;
         let due: Vec<(String, TxnMetadata, bool)> = {
             let mut entries = self.lock();
             entries

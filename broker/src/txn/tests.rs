@@ -273,10 +273,10 @@ async fn a_commit_decided_before_a_crash_is_completed_at_start() {
     assert_eq!(orders0.last_stable_offset(), orders0.high_watermark());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
     let dir = tempfile::tempdir().unwrap();
-    let (c, producer) = started(dir.path(), "slow", 100).await;
+    let (c, producer) = started(dir.path(), "slow", 60_000).await;
     c.txns
         .add_partitions("slow", producer, &[orders(1)])
         .await
@@ -288,7 +288,11 @@ async fn a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
         TxnState::Ongoing,
         "not yet"
     );
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // The coordinator's clock is tokio's: a minute passes without waiting for it.
+    tokio::time::advance(Duration::from_millis(59_000)).await;
+    c.txns.settle().await;
+    assert_eq!(c.txns.describe("slow").unwrap().state, TxnState::Ongoing);
+    tokio::time::advance(Duration::from_millis(2_000)).await;
     c.txns.settle().await;
     let txn = c.txns.describe("slow").unwrap();
     assert_eq!(
