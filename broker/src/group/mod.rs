@@ -276,12 +276,10 @@ impl GroupCoordinator {
             let entry = groups
                 .entry(group_id.to_string())
                 .or_insert_with(|| GroupEntry::new(group_id));
-            let (pending, changed) = entry.group.join(
-                request,
-                self.clock.now().instant,
-                self.clock.now().wall_ms,
-                || new_member_id(&client_id),
-            );
+            let now = self.clock.now();
+            let (pending, changed) = entry.group.join(request, now.instant, now.wall_ms, || {
+                new_member_id(&client_id)
+            });
             let appended = match changed {
                 Changed::Store => self.store_group(&entry.group),
                 Changed::No => Ok(Appended(None)),
@@ -380,12 +378,11 @@ impl GroupCoordinator {
             let codes = members
                 .iter()
                 .map(|(member_id, instance)| {
-                    let (code, changed) = entry.group.leave(
-                        member_id,
-                        instance.as_deref(),
-                        self.clock.now().instant,
-                        self.clock.now().wall_ms,
-                    );
+                    let now = self.clock.now();
+                    let (code, changed) =
+                        entry
+                            .group
+                            .leave(member_id, instance.as_deref(), now.instant, now.wall_ms);
                     store_needed |= changed == Changed::Store;
                     code
                 })
