@@ -101,6 +101,17 @@ impl GroupEntry {
         }
     }
 
+    /// Forgets the offsets `which` picks that were stored before `stored_at` (the offset of
+    /// the tombstones that delete them): an offset stored after the tombstones stands, as a
+    /// replay of the log would have it.
+    fn forget_offsets(&mut self, stored_at: i64, which: impl Fn(&(String, i32)) -> bool) {
+        let applied_at = &self.applied_at;
+        self.offsets
+            .retain(|key, _| !which(key) || applied_at.get(key).is_some_and(|&at| at > stored_at));
+        let offsets = &self.offsets;
+        self.applied_at.retain(|key, _| offsets.contains_key(key));
+    }
+
     /// Records a committed offset stored at `log_offset`, unless a later one was already.
     fn apply_offset(&mut self, key: (String, i32), value: OffsetValue, log_offset: i64) {
         if self.applied_at.get(&key).is_none_or(|&at| log_offset > at) {
@@ -454,10 +465,7 @@ impl GroupCoordinator {
                 .map_err(StorageError::from)
                 .and_then(|records| self.append(group_id, &records))
         };
-        let log_offset = match &appended {
-            Ok(Appended(Some((_, last_offset)))) => *last_offset,
-            _ => -1,
-        };
+        let log_offset = last_offset(&appended);
         store(appended).await.map_err(|e| {
             tracing::error!(group = group_id, error = %e, "could not store offsets");
             ResponseError::CoordinatorNotAvailable.code()
@@ -673,7 +681,7 @@ impl GroupCoordinator {
         let mut codes = Vec::with_capacity(ids.len());
         for id in ids {
             let result = {
-                let mut groups = self.lock();
+                let groups = self.lock();
                 match groups.get(id.as_str()) {
                     None => Err(ResponseError::GroupIdNotFound.code()),
                     Some(e) if !e.group.members.is_empty() => {
@@ -693,21 +701,32 @@ impl GroupCoordinator {
                             })
                             .collect();
                         tombstones.push((OffsetsKey::Group { group: id.clone() }, None));
-                        let appended = self.append(id, &tombstones);
-                        groups.remove(id.as_str());
-                        Ok(appended)
+                        Ok(self.append(id, &tombstones))
                     }
                 }
             };
             codes.push(match result {
                 Err(code) => code,
-                Ok(appended) => match store(appended).await {
-                    Ok(()) => 0,
-                    Err(e) => {
-                        tracing::error!(group = %id, error = %e, "could not delete the group");
-                        ResponseError::CoordinatorNotAvailable.code()
+                Ok(appended) => {
+                    let stored_at = last_offset(&appended);
+                    match store(appended).await {
+                        // Stored: now forget it, unless it came back after the tombstones.
+                        Ok(()) => {
+                            let mut groups = self.lock();
+                            if let Some(entry) = groups.get_mut(id.as_str()) {
+                                entry.forget_offsets(stored_at, |_| true);
+                                if entry.group.members.is_empty() && entry.offsets.is_empty() {
+                                    groups.remove(id.as_str());
+                                }
+                            }
+                            0
+                        }
+                        Err(e) => {
+                            tracing::error!(group = %id, error = %e, "could not delete the group");
+                            ResponseError::CoordinatorNotAvailable.code()
+                        }
                     }
-                },
+                }
             });
         }
         codes
@@ -720,9 +739,9 @@ impl GroupCoordinator {
         group_id: &str,
         partitions: &[(String, i32)],
     ) -> Result<Vec<i16>, i16> {
-        let (codes, appended) = {
-            let mut groups = self.lock();
-            let Some(entry) = groups.get_mut(group_id) else {
+        let (codes, deleted, appended) = {
+            let groups = self.lock();
+            let Some(entry) = groups.get(group_id) else {
                 return Err(ResponseError::GroupIdNotFound.code());
             };
             // Members subscribe through opaque protocol metadata; a topic name appearing in a
@@ -744,28 +763,32 @@ impl GroupCoordinator {
                     }
                 })
                 .collect();
-            let tombstones: Vec<_> = partitions
+            let deleted: Vec<(String, i32)> = partitions
                 .iter()
                 .zip(&codes)
                 .filter(|(_, c)| **c == 0)
-                .map(|((t, p), _)| {
-                    entry.offsets.remove(&(t.clone(), *p));
-                    entry.applied_at.remove(&(t.clone(), *p));
-                    (
-                        OffsetsKey::Offset {
-                            group: group_id.to_string(),
-                            topic: t.clone(),
-                            partition: *p,
-                        },
-                        None,
-                    )
+                .map(|(partition, _)| partition.clone())
+                .collect();
+            let tombstones: Vec<_> = deleted
+                .iter()
+                .map(|(t, p)| {
+                    let key = OffsetsKey::Offset {
+                        group: group_id.to_string(),
+                        topic: t.clone(),
+                        partition: *p,
+                    };
+                    (key, None)
                 })
                 .collect();
-            (codes, self.append(group_id, &tombstones))
+            (codes, deleted, self.append(group_id, &tombstones))
         };
+        let stored_at = last_offset(&appended);
         store(appended)
             .await
             .map_err(|_| ResponseError::CoordinatorNotAvailable.code())?;
+        if let Some(entry) = self.lock().get_mut(group_id) {
+            entry.forget_offsets(stored_at, |key| deleted.contains(key));
+        }
         Ok(codes)
     }
 
@@ -797,23 +820,12 @@ impl GroupCoordinator {
                 .collect()
         };
         for (group, appended) in appended {
-            let stored_at = match &appended {
-                Ok(Appended(Some((_, last_offset)))) => *last_offset,
-                _ => -1,
-            };
+            let stored_at = last_offset(&appended);
             store(appended).await.inspect_err(|e| {
                 tracing::error!(%group, topic, error = %e, "could not delete the offsets of a deleted topic");
             })?;
             if let Some(entry) = self.lock().get_mut(&group) {
-                let applied_at = &entry.applied_at;
-                entry.offsets.retain(|(t, p), _| {
-                    t != topic
-                        || applied_at
-                            .get(&(t.clone(), *p))
-                            .is_some_and(|&at| at > stored_at)
-                });
-                let offsets = &entry.offsets;
-                entry.applied_at.retain(|key, _| offsets.contains_key(key));
+                entry.forget_offsets(stored_at, |(t, _)| t == topic);
             }
         }
         Ok(())
@@ -906,6 +918,14 @@ fn metadata_codes(offsets: &[(String, i32, OffsetValue)]) -> Vec<i16> {
             }
         })
         .collect()
+}
+
+/// The log offset of the last record an append wrote (-1 for none).
+fn last_offset(appended: &Result<Appended, StorageError>) -> i64 {
+    match appended {
+        Ok(Appended(Some((_, last_offset)))) => *last_offset,
+        _ => -1,
+    }
 }
 
 async fn store(appended: Result<Appended, StorageError>) -> Result<(), StorageError> {

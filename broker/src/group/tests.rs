@@ -294,3 +294,128 @@ async fn a_silent_member_leaves_when_its_session_ends_on_the_coordinators_clock(
     stop.send(true).unwrap();
     timers.await.unwrap();
 }
+
+/// A coordinator over `partitions` partitions of `__consumer_offsets` in `dir` whose disk
+/// meets `faults`.
+fn coordinator_with_faults(
+    dir: &std::path::Path,
+    partitions: i32,
+    faults: &crate::storage::StorageFaults,
+) -> GroupCoordinator {
+    let logs = (0..partitions)
+        .map(|p| {
+            let tp = eddy_core::log::TopicPartition::new(OFFSETS_TOPIC, p);
+            let partition = Partition::open(tp, &dir.join(p.to_string()), Default::default(), 0);
+            Arc::new(partition.unwrap().with_faults(faults))
+        })
+        .collect();
+    GroupCoordinator::open(GroupConfig::default(), logs).unwrap()
+}
+
+/// An operation on committed offsets: of groups g0..g2, topics t0..t1, partitions 0..1.
+#[derive(Debug, Clone)]
+enum OffsetsOp {
+    Commit(u8, u8, i32, i64),
+    DeleteGroup(u8),
+    DeleteOffset(u8, u8, i32),
+    DeleteTopic(u8),
+}
+
+fn offsets_op() -> impl proptest::strategy::Strategy<Value = OffsetsOp> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => (0u8..3, 0u8..2, 0i32..2, 0i64..1000)
+            .prop_map(|(g, t, p, o)| OffsetsOp::Commit(g, t, p, o)),
+        1 => (0u8..3).prop_map(OffsetsOp::DeleteGroup),
+        1 => (0u8..3, 0u8..2, 0i32..2).prop_map(|(g, t, p)| OffsetsOp::DeleteOffset(g, t, p)),
+        1 => (0u8..2).prop_map(OffsetsOp::DeleteTopic),
+    ]
+}
+
+type OffsetsModel = std::collections::BTreeMap<(String, String, i32), i64>;
+
+/// Every committed offset the coordinator answers with.
+fn answered(coordinator: &GroupCoordinator) -> OffsetsModel {
+    coordinator
+        .list()
+        .into_iter()
+        .flat_map(|(group, ..)| {
+            coordinator
+                .fetch_offsets(&group, None)
+                .into_iter()
+                .filter_map(move |(t, p, v)| Some(((group.clone(), t, p), v?.offset)))
+        })
+        .collect()
+}
+
+/// Applies `op` with the disk full or not: what the coordinator answered must be what it
+/// holds, and a refused operation must change nothing.
+async fn apply_op(coordinator: &GroupCoordinator, model: &mut OffsetsModel, op: &OffsetsOp) {
+    let name = |prefix: &str, n: u8| format!("{prefix}{n}");
+    match *op {
+        OffsetsOp::Commit(g, t, p, o) => {
+            let (group, topic) = (name("g", g), name("t", t));
+            let commits = vec![(topic.clone(), p, offset(o, now_ms()))];
+            if let Ok(codes) = coordinator
+                .commit_offsets(&group, -1, "", None, commits)
+                .await
+            {
+                assert_eq!(codes, [0]);
+                model.insert((group, topic, p), o);
+            }
+        }
+        OffsetsOp::DeleteGroup(g) => {
+            let group = name("g", g);
+            if coordinator
+                .delete_groups(std::slice::from_ref(&group))
+                .await
+                == [0]
+            {
+                model.retain(|(gr, ..), _| *gr != group);
+            }
+        }
+        OffsetsOp::DeleteOffset(g, t, p) => {
+            let (group, topic) = (name("g", g), name("t", t));
+            let partitions = [(topic.clone(), p)];
+            if let Ok(codes) = coordinator.delete_offsets(&group, &partitions).await {
+                if codes == [0] {
+                    model.remove(&(group, topic, p));
+                }
+            }
+        }
+        OffsetsOp::DeleteTopic(t) => {
+            let topic = name("t", t);
+            if coordinator.delete_topic_offsets(&topic).await.is_ok() {
+                model.retain(|(_, tp, _), _| *tp != topic);
+            }
+        }
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(32))]
+
+    /// Offsets operations, some with a full disk: after each, the coordinator holds what it
+    /// answered (a refused operation changed nothing), and replaying its topic gives the same.
+    #[test]
+    fn replay_finds_what_was_answered_whatever_failed(
+        ops in proptest::collection::vec((offsets_op(), proptest::bool::weighted(0.25)), 1..24)
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let faults = crate::storage::StorageFaults::default();
+            let coordinator = coordinator_with_faults(dir.path(), 2, &faults);
+            let mut model = OffsetsModel::new();
+            for (op, disk_full) in &ops {
+                faults.fill_disk(*disk_full);
+                apply_op(&coordinator, &mut model, op).await;
+                faults.fill_disk(false);
+                assert_eq!(answered(&coordinator), model, "after {op:?} (disk full: {disk_full})");
+            }
+            drop(coordinator);
+            let replayed = coordinator_with_faults(dir.path(), 2, &faults);
+            assert_eq!(answered(&replayed), model, "replayed");
+        });
+    }
+}

@@ -7,11 +7,11 @@ use std::io;
 /// The faults a broker's partitions are to meet, shared by all of them.
 #[derive(Debug, Clone, Default)]
 pub struct StorageFaults {
-    #[cfg(feature = "failpoints")]
+    #[cfg(any(test, feature = "failpoints"))]
     injected: std::sync::Arc<std::sync::Mutex<Injected>>,
 }
 
-#[cfg(feature = "failpoints")]
+#[cfg(any(test, feature = "failpoints"))]
 #[derive(Debug, Default)]
 struct Injected {
     fsync_delay: std::time::Duration,
@@ -22,7 +22,7 @@ struct Injected {
 impl StorageFaults {
     /// Runs before an fsync, on the thread that will fsync.
     pub(crate) fn before_fsync(&self) -> io::Result<()> {
-        #[cfg(feature = "failpoints")]
+        #[cfg(any(test, feature = "failpoints"))]
         {
             let (delay, fail) = {
                 let injected = self.lock();
@@ -38,7 +38,7 @@ impl StorageFaults {
 
     /// Runs before an append writes anything.
     pub(crate) fn before_append(&self) -> io::Result<()> {
-        #[cfg(feature = "failpoints")]
+        #[cfg(any(test, feature = "failpoints"))]
         if self.lock().full_disk {
             return Err(io::Error::from_raw_os_error(28)); // ENOSPC
         }
@@ -46,7 +46,7 @@ impl StorageFaults {
     }
 }
 
-#[cfg(feature = "failpoints")]
+#[cfg(any(test, feature = "failpoints"))]
 impl StorageFaults {
     fn lock(&self) -> std::sync::MutexGuard<'_, Injected> {
         self.injected.lock().unwrap_or_else(|p| p.into_inner())
