@@ -76,16 +76,18 @@ pub(super) fn handle(
         Some(wanted) => {
             // Each topic once, in the order first asked for, as Kafka answers a set of names:
             // a request naming one topic a million times gets one answer.
-            let mut seen = std::collections::HashSet::with_capacity(wanted.len().min(1024));
+            // The set borrows the names; sized once, it never grows (and never holds two
+            // tables at once) however many names come.
+            let mut seen = std::collections::HashSet::with_capacity(wanted.len());
             wanted
-                .into_iter()
-                .filter(|w| seen.insert(w.name.as_ref().map(|n| n.0.clone()).ok_or(w.topic_id)))
+                .iter()
+                .filter(|w| seen.insert(w.name.as_ref().map(|n| n.0.as_str()).ok_or(w.topic_id)))
                 .map(|w| {
                     let found = match &w.name {
                         Some(name) => state.metadata.topic(name.0.as_str()),
                         None => state.metadata.topic_by_id(w.topic_id),
                     };
-                    match (found, w.name) {
+                    match (found, w.name.clone()) {
                         (Some(topic), _) => describe_topic(state, &topic, version),
                         (None, Some(name))
                             if state.config.auto_create_topics
