@@ -691,14 +691,7 @@ impl GroupCoordinator {
                         let mut tombstones: Vec<_> = e
                             .offsets
                             .keys()
-                            .map(|(t, p)| {
-                                let key = OffsetsKey::Offset {
-                                    group: id.clone(),
-                                    topic: t.clone(),
-                                    partition: *p,
-                                };
-                                (key, None)
-                            })
+                            .map(|key| offset_tombstone(id, key))
                             .collect();
                         tombstones.push((OffsetsKey::Group { group: id.clone() }, None));
                         Ok(self.append(id, &tombstones))
@@ -771,14 +764,7 @@ impl GroupCoordinator {
                 .collect();
             let tombstones: Vec<_> = deleted
                 .iter()
-                .map(|(t, p)| {
-                    let key = OffsetsKey::Offset {
-                        group: group_id.to_string(),
-                        topic: t.clone(),
-                        partition: *p,
-                    };
-                    (key, None)
-                })
+                .map(|key| offset_tombstone(group_id, key))
                 .collect();
             (codes, deleted, self.append(group_id, &tombstones))
         };
@@ -805,14 +791,7 @@ impl GroupCoordinator {
                         .offsets
                         .keys()
                         .filter(|(t, _)| t == topic)
-                        .map(|(t, p)| {
-                            let key = OffsetsKey::Offset {
-                                group: entry.group.id.clone(),
-                                topic: t.clone(),
-                                partition: *p,
-                            };
-                            (key, None)
-                        })
+                        .map(|key| offset_tombstone(&entry.group.id, key))
                         .collect();
                     let id = entry.group.id.clone();
                     (!tombstones.is_empty()).then(|| (id.clone(), self.append(&id, &tombstones)))
@@ -918,6 +897,19 @@ fn metadata_codes(offsets: &[(String, i32, OffsetValue)]) -> Vec<i16> {
             }
         })
         .collect()
+}
+
+/// The record that deletes `group`'s committed offset of `(topic, partition)`.
+fn offset_tombstone(
+    group: &str,
+    (topic, partition): &(String, i32),
+) -> (OffsetsKey, Option<Bytes>) {
+    let key = OffsetsKey::Offset {
+        group: group.to_string(),
+        topic: topic.clone(),
+        partition: *partition,
+    };
+    (key, None)
 }
 
 /// The log offset of the last record an append wrote (-1 for none).
