@@ -42,11 +42,16 @@ impl Requests {
     }
 
     /// Decodes one request frame (without its size) and runs the part of its handler that
-    /// runs as it is read, as a connection does. What the reply waits for is not awaited.
+    /// runs before the connection reads its next request (a produce's appends included), as a
+    /// connection does. What the reply then waits for is not awaited.
     pub fn handle(&self, frame: &[u8]) {
-        let _inside = self.runtime.enter();
         let peer = std::net::SocketAddr::from(([127, 0, 0, 1], 5555));
-        let _ = handler::handle(&self.state, Bytes::copy_from_slice(frame), peer);
+        self.runtime.block_on(async {
+            let mut reply = handler::handle(&self.state, Bytes::copy_from_slice(frame), peer);
+            while let Ok(handler::Reply::InOrder(work)) = reply {
+                reply = work.await;
+            }
+        });
     }
 }
 

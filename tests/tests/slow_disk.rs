@@ -1,7 +1,10 @@
-//! A slow disk holds back only what waits for it: with every fsync made to take 300 ms, a
-//! producer writing one topic with acks=all waits, while heartbeats of a group and fetches
-//! of another topic are answered as before. The fsyncs run off the async workers, so no
-//! worker waits for the disk.
+//! A slow disk holds back only what waits for it: with every fsync made to take 300 ms and
+//! every append 400 ms, a producer writing one topic with acks=all (into segments small enough
+//! to roll at every other append) waits, and so does a consumer committing offsets for its
+//! group; a heartbeat of another group and a fetch of another topic sent while both are under
+//! way are answered at once. Appends, segment rolls and fsyncs run off the async workers, and
+//! the group coordinator appends outside its lock, so neither a worker nor the coordinator
+//! waits for the disk.
 
 use std::time::{Duration, Instant};
 
@@ -11,12 +14,19 @@ use eddy::embedded::EmbeddedBroker;
 use eddy_tests::WireConnection;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::{
-    FetchRequest, GroupId, HeartbeatRequest, JoinGroupRequest, SyncGroupRequest, TopicName,
+    FetchRequest, GroupId, HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest,
+    SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
 const FSYNC_DELAY: Duration = Duration::from_millis(300);
+const WRITE_DELAY: Duration = Duration::from_millis(400);
+/// How long after the slow writes start the heartbeat and the fetch are sent.
+const INTO_THE_WRITES: Duration = Duration::from_millis(50);
 
 fn text(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
@@ -54,50 +64,37 @@ async fn join(conn: &mut WireConnection, group: &str) -> (StrBytes, i32) {
     (joined.member_id, joined.generation_id)
 }
 
-/// The round trips of `n` heartbeats and `n` fetches of `topic`, one after the other.
-async fn round_trips(
-    heartbeats: &mut WireConnection,
-    member: &(StrBytes, i32),
-    fetches: &mut WireConnection,
-    topic: &str,
-    n: usize,
-) -> (Vec<Duration>, Vec<Duration>) {
-    let heartbeat = HeartbeatRequest::default()
+fn heartbeat(member: &(StrBytes, i32)) -> HeartbeatRequest {
+    HeartbeatRequest::default()
         .with_group_id(GroupId(text("slow-disk-group")))
         .with_member_id(member.0.clone())
-        .with_generation_id(member.1);
-    let fetch = FetchRequest::default()
+        .with_generation_id(member.1)
+}
+
+fn fetch(topic: &str) -> FetchRequest {
+    FetchRequest::default()
         .with_max_wait_ms(0)
         .with_max_bytes(1 << 20)
         .with_topics(vec![FetchTopic::default()
             .with_topic(TopicName(text(topic)))
             .with_partitions(vec![
                 FetchPartition::default().with_partition_max_bytes(1 << 20)
-            ])]);
-    let (mut beats, mut reads) = (Vec::new(), Vec::new());
-    for _ in 0..n {
-        let started = Instant::now();
-        let answer = heartbeats.request(4, &heartbeat).await.unwrap();
-        assert_eq!(answer.error_code, 0);
-        beats.push(started.elapsed());
-        let started = Instant::now();
-        let answer = fetches.request(12, &fetch).await.unwrap();
-        let partition = &answer.responses[0].partitions[0];
-        assert_eq!(partition.error_code, 0);
-        assert!(partition.records.as_ref().is_some_and(|r| !r.is_empty()));
-        reads.push(started.elapsed());
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    (beats, reads)
+            ])])
 }
 
-fn percentile(mut samples: Vec<Duration>, p: usize) -> Duration {
-    samples.sort();
-    samples[(samples.len() * p / 100).min(samples.len() - 1)]
+fn commit(offset: i64) -> OffsetCommitRequest {
+    OffsetCommitRequest::default()
+        .with_group_id(GroupId(text("slow-committer")))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(TopicName(text("cold")))
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(offset)])])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slow_disk_delays_the_producer_only() {
+async fn a_slow_disk_delays_only_what_waits_for_it() {
     let dir = tempfile::tempdir().unwrap();
     let broker = EmbeddedBroker::builder(dir.path().to_path_buf())
         .start()
@@ -106,7 +103,11 @@ async fn a_slow_disk_delays_the_producer_only() {
     let bootstrap = broker.bootstrap();
     let admin = Admin::connect(&bootstrap).await.unwrap();
     admin
-        .create_topics(&[NewTopic::new("hot", 1), NewTopic::new("cold", 1)])
+        .create_topics(&[
+            // Two records fill a segment: appends roll segments all the time.
+            NewTopic::new("hot", 1).config("segment.bytes", "1024"),
+            NewTopic::new("cold", 1),
+        ])
         .await
         .unwrap();
     let producer = Producer::new(ProducerConfig::new(&bootstrap)).unwrap();
@@ -119,38 +120,57 @@ async fn a_slow_disk_delays_the_producer_only() {
     let mut heartbeats = WireConnection::connect(&bootstrap).await.unwrap();
     let member = join(&mut heartbeats, "slow-disk-group").await;
     let mut fetches = WireConnection::connect(&bootstrap).await.unwrap();
+    let mut committer = WireConnection::connect(&bootstrap).await.unwrap();
+    let producer = std::sync::Arc::new(producer);
 
     broker.storage_faults().set_fsync_delay(FSYNC_DELAY);
-    let writing = tokio::spawn(async move {
+    broker.storage_faults().set_write_delay(WRITE_DELAY);
+    let (mut beats, mut reads, mut slow_writes) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..4 {
         let started = Instant::now();
-        let mut acknowledged = 0;
-        while started.elapsed() < Duration::from_secs(3) {
-            let delivery = producer
-                .send(ProducerRecord::new("hot", "x".repeat(100)))
+        let committing = tokio::spawn(async move {
+            let answer = committer.request(8, &commit(round)).await.unwrap();
+            assert_eq!(answer.topics[0].partitions[0].error_code, 0);
+            committer
+        });
+        let sender = std::sync::Arc::clone(&producer);
+        let producing = tokio::spawn(async move {
+            let delivery = sender
+                .send(ProducerRecord::new("hot", "x".repeat(600)))
                 .await
                 .unwrap();
             delivery.await.unwrap();
-            acknowledged += 1;
-        }
-        acknowledged
-    });
-    let (beats, reads) = round_trips(&mut heartbeats, &member, &mut fetches, "cold", 60).await;
-    let acknowledged = writing.await.unwrap();
-    // Each acknowledged record waited for a slow fsync: the disk really was slow.
+        });
+        tokio::time::sleep(INTO_THE_WRITES).await;
+
+        let sent = Instant::now();
+        let answer = heartbeats.request(4, &heartbeat(&member)).await.unwrap();
+        assert_eq!(answer.error_code, 0);
+        beats.push(sent.elapsed());
+        let sent = Instant::now();
+        let answer = fetches.request(12, &fetch("cold")).await.unwrap();
+        let partition = &answer.responses[0].partitions[0];
+        assert_eq!(partition.error_code, 0);
+        assert!(partition.records.as_ref().is_some_and(|r| !r.is_empty()));
+        reads.push(sent.elapsed());
+
+        committer = committing.await.unwrap();
+        producing.await.unwrap();
+        slow_writes.push(started.elapsed());
+    }
+    let slowest = |samples: &[Duration]| samples.iter().max().copied().unwrap_or_default();
+    let (beat, read, write) = (slowest(&beats), slowest(&reads), slowest(&slow_writes));
+    println!("slow disk: slowest heartbeat {beat:?}, fetch {read:?}; commit and produce {write:?}");
+    // The commits and records really waited for the slow disk.
+    assert!(write >= WRITE_DELAY + FSYNC_DELAY, "writes took {write:?}");
+    // Anything that waited for a write would take at least WRITE_DELAY - INTO_THE_WRITES.
     assert!(
-        acknowledged <= 3_000 / 300 + 1,
-        "{acknowledged} acknowledged"
+        beat < WRITE_DELAY / 2,
+        "a heartbeat waited for the disk: {beats:?}"
     );
-    let (beat, read) = (percentile(beats, 90), percentile(reads, 90));
-    println!("slow disk: {acknowledged} acks in 3 s; p90 heartbeat {beat:?}, p90 fetch {read:?}");
-    // Anything that waited for an fsync would take at least FSYNC_DELAY.
     assert!(
-        beat < FSYNC_DELAY / 2,
-        "heartbeats waited for the disk: p90 {beat:?}"
-    );
-    assert!(
-        read < FSYNC_DELAY / 2,
-        "fetches waited for the disk: p90 {read:?}"
+        read < WRITE_DELAY / 2,
+        "a fetch waited for the disk: {reads:?}"
     );
     broker.shutdown().await.unwrap();
 }

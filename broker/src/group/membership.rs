@@ -15,120 +15,13 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
+pub(crate) use super::member::{GroupState, JoinRequest, JoinResult, Member, Pending, SyncResult};
 use super::records::{GroupValue, StoredMember};
-
-/// A group's state, named as Kafka names it in DescribeGroups.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum GroupState {
-    Empty,
-    PreparingRebalance,
-    CompletingRebalance,
-    Stable,
-    Dead,
-}
-
-impl GroupState {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            GroupState::Empty => "Empty",
-            GroupState::PreparingRebalance => "PreparingRebalance",
-            GroupState::CompletingRebalance => "CompletingRebalance",
-            GroupState::Stable => "Stable",
-            GroupState::Dead => "Dead",
-        }
-    }
-}
-
-/// What a JoinGroup is answered with.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct JoinResult {
-    pub(crate) error_code: i16,
-    pub(crate) generation: i32,
-    pub(crate) protocol_type: Option<String>,
-    pub(crate) protocol: Option<String>,
-    pub(crate) leader: String,
-    pub(crate) member_id: String,
-    /// For the leader only: (member id, instance id, metadata for the chosen protocol).
-    pub(crate) members: Vec<(String, Option<String>, Bytes)>,
-}
-
-impl JoinResult {
-    /// A join refused with `code`.
-    pub(crate) fn error(code: i16, member_id: &str) -> Self {
-        Self {
-            error_code: code,
-            generation: -1,
-            member_id: member_id.to_string(),
-            ..Self::default()
-        }
-    }
-}
-
-/// What a SyncGroup is answered with: an error code and the member's assignment.
-pub(crate) type SyncResult = (i16, Bytes);
-
-/// A JoinGroup as the group sees it.
-#[derive(Debug, Clone)]
-pub(crate) struct JoinRequest {
-    pub(crate) member_id: String,
-    pub(crate) group_instance_id: Option<String>,
-    pub(crate) client_id: String,
-    pub(crate) client_host: String,
-    pub(crate) session_timeout: Duration,
-    pub(crate) rebalance_timeout: Duration,
-    pub(crate) protocol_type: String,
-    pub(crate) protocols: Vec<(String, Bytes)>,
-    /// JoinGroup v4+: a new member first gets its id with MEMBER_ID_REQUIRED.
-    pub(crate) require_known_member_id: bool,
-}
-
-/// A reply now, or a channel on which it will come.
-pub(crate) enum Pending<T> {
-    Now(T),
-    Later(oneshot::Receiver<T>),
-}
-
-#[derive(Debug)]
-pub(crate) struct Member {
-    pub(crate) member_id: String,
-    pub(crate) group_instance_id: Option<String>,
-    pub(crate) client_id: String,
-    pub(crate) client_host: String,
-    pub(crate) session_timeout: Duration,
-    pub(crate) rebalance_timeout: Duration,
-    pub(crate) protocols: Vec<(String, Bytes)>,
-    pub(crate) assignment: Bytes,
-    join_waiter: Option<oneshot::Sender<JoinResult>>,
-    sync_waiter: Option<oneshot::Sender<SyncResult>>,
-    session_deadline: Instant,
-}
-
-impl Member {
-    /// Takes what a JoinGroup of this member says of it, and starts a new session.
-    fn rejoined(&mut self, request: JoinRequest, now: Instant) {
-        self.client_id = request.client_id;
-        self.client_host = request.client_host;
-        self.session_timeout = request.session_timeout;
-        self.rebalance_timeout = request.rebalance_timeout;
-        self.protocols = request.protocols;
-        self.session_deadline = now + self.session_timeout;
-    }
-
-    /// The member's metadata for `protocol`.
-    pub(crate) fn metadata(&self, protocol: &str) -> Bytes {
-        self.protocols
-            .iter()
-            .find(|(name, _)| name == protocol)
-            .map(|(_, m)| m.clone())
-            .unwrap_or_default()
-    }
-}
 
 /// A consumer group.
 #[derive(Debug)]
@@ -149,11 +42,21 @@ pub(crate) struct Group {
 }
 
 /// Whether a call changed what must be stored about the group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Changed {
     No,
     /// The group's metadata changed: store it.
     Store,
+    /// A static member came back under a new member id: store the group, and if that fails
+    /// give the member its old id back ([`Group::undo_replacement`]), as Kafka does.
+    StoreReplacement {
+        /// The member id before.
+        old: String,
+        /// The member id now.
+        new: String,
+        /// Whether the member led the group before.
+        was_leader: bool,
+    },
 }
 
 impl Group {
@@ -388,9 +291,14 @@ impl Group {
         if stable && self.select_protocol() == self.protocol {
             let reply = self.join_result_for(&new_id, false);
             if was_leader {
-                self.leader = Some(new_id);
+                self.leader = Some(new_id.clone());
             }
-            return (Pending::Now(reply), Changed::Store);
+            let changed = Changed::StoreReplacement {
+                old: old.to_string(),
+                new: new_id,
+                was_leader,
+            };
+            return (Pending::Now(reply), changed);
         }
         if was_leader {
             self.leader = Some(new_id.clone());
@@ -404,6 +312,17 @@ impl Group {
         }
         let changed = self.try_complete_join(now, wall_ms, false);
         (Pending::Later(receiver), changed)
+    }
+
+    /// Gives a replaced static member its old member id back, when the group could not be
+    /// stored with the new one.
+    pub(crate) fn undo_replacement(&mut self, old: &str, new: &str, was_leader: bool) {
+        if let Some(member) = self.member_mut(new) {
+            member.member_id = old.to_string();
+            if was_leader {
+                self.leader = Some(old.to_string());
+            }
+        }
     }
 
     fn supports_any(&self, protocols: &[(String, Bytes)]) -> bool {
@@ -433,7 +352,8 @@ impl Group {
     }
 
     /// Ends the join phase once every member has rejoined, or when `deadline_passed`
-    /// (members that did not rejoin are removed). Returns whether the group changed.
+    /// (members that did not rejoin are removed). As in Kafka, the group is stored only if it
+    /// is left empty: with members, the leader's assignment (SyncGroup) stores it.
     pub(crate) fn try_complete_join(
         &mut self,
         now: Instant,
@@ -485,7 +405,7 @@ impl Group {
                 }
             }
         }
-        Changed::Store
+        Changed::No
     }
 
     /// The protocol every member supports that most members prefer (Kafka's vote).
@@ -595,19 +515,36 @@ impl Group {
         }
     }
 
-    /// Sends every waiting SyncGroup its member's assignment (after the group was stored),
-    /// or `error_code` if storing failed.
-    pub(crate) fn release_sync_waiters(&mut self, error_code: i16) {
+    /// Sends every waiting SyncGroup its member's assignment, once the group is stored with
+    /// it.
+    pub(crate) fn release_sync_waiters(&mut self) {
         for m in &mut self.members {
             if let Some(waiter) = m.sync_waiter.take() {
-                let assignment = if error_code == 0 {
-                    m.assignment.clone()
-                } else {
-                    Bytes::new()
-                };
-                let _ = waiter.send((error_code, assignment));
+                let _ = waiter.send((0, m.assignment.clone()));
             }
         }
+    }
+
+    /// The assignment of `generation` could not be stored: as Kafka does, the members waiting
+    /// for it get `error_code`, the assignment is dropped and the group rebalances again.
+    /// Nothing happens if the group has moved on from that generation meanwhile.
+    pub(crate) fn assignment_not_stored(
+        &mut self,
+        generation: i32,
+        error_code: i16,
+        now: Instant,
+        wall_ms: i64,
+    ) {
+        if self.generation != generation || self.state != GroupState::Stable {
+            return;
+        }
+        for m in &mut self.members {
+            m.assignment = Bytes::new();
+            if let Some(waiter) = m.sync_waiter.take() {
+                let _ = waiter.send((error_code, Bytes::new()));
+            }
+        }
+        self.prepare_rebalance(now, wall_ms);
     }
 
     /// Extends a member's session: it showed it is alive (an offset commit does, as in Kafka).
@@ -708,12 +645,12 @@ impl Group {
             .collect();
         for member_id in expired {
             tracing::info!(group = %self.id, member = %member_id, "session expired");
-            if self.remove_member(&member_id, now, wall_ms) == Changed::Store {
+            if self.remove_member(&member_id, now, wall_ms) != Changed::No {
                 changed = Changed::Store;
             }
         }
         if self.rebalance_deadline.is_some_and(|d| d <= now)
-            && self.try_complete_join(now, wall_ms, true) == Changed::Store
+            && self.try_complete_join(now, wall_ms, true) != Changed::No
         {
             changed = Changed::Store;
         }

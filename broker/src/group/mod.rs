@@ -1,8 +1,18 @@
 //! The group coordinator: consumer groups (membership, rebalances, sessions) and their
 //! committed offsets, kept as records in the compacted internal topic `__consumer_offsets`
-//! like Kafka's. An operation first changes nothing but checks; what it changes is appended to
-//! `__consumer_offsets` and made durable before it is answered; at start the state is rebuilt
-//! by replaying that topic. There is no other store.
+//! like Kafka's. At start the state is rebuilt by replaying that topic; there is no other store.
+//!
+//! # Store, then apply, then answer
+//! Under the coordinator's lock an operation checks, decides on its records and queues them
+//! (an [`AppendQueue`]: appended in the order decided, on a blocking thread, so the lock is
+//! never held across the disk); then, off the lock, it waits for them to be durable and only
+//! then applies and answers. Committed offsets (and offsets deleted with their group, a
+//! partition or a topic) change in memory only once stored. Membership follows Kafka's classic
+//! protocol: a rebalance's assignment is handed out only once the group is stored with it (if
+//! it cannot be, the members get the storage error and the group rebalances again), a returning
+//! static member keeps its old id if its new one cannot be stored, and a LeaveGroup whose
+//! record fails answers the error. A failed append answers NOT_COORDINATOR (the disk failed)
+//! or COORDINATOR_NOT_AVAILABLE, as Kafka's coordinator maps them.
 //!
 //! A group lives in the partition `abs(javaHashCode(group id)) % partitions` of
 //! `__consumer_offsets`, as in Kafka.
@@ -11,8 +21,11 @@
 //! transactional batch and held pending until the transaction coordinator's marker reaches the
 //! group's partition: a COMMIT makes them the group's offsets, an ABORT discards them.
 
+mod member;
 mod membership;
+mod offsets;
 pub(crate) mod records;
+mod replay;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -20,7 +33,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use eddy_core::log::Record;
-use eddy_core::wire::batch::{control_type, BatchBuilder, ControlType};
+use eddy_core::wire::batch::BatchBuilder;
 use eddy_core::wire::compression::Compression;
 use kafka_protocol::error::ResponseError;
 use tokio::sync::watch;
@@ -28,11 +41,10 @@ use tokio::sync::watch;
 use membership::{Changed, Group};
 pub(crate) use membership::{GroupState, JoinRequest, JoinResult, Pending, SyncResult};
 pub(crate) use records::OffsetValue;
-use records::{GroupValue, OffsetsKey};
+use records::OffsetsKey;
 
 use crate::clock::{Clock, Now};
-use crate::internal_records::TooLong;
-use crate::storage::{Origin, Partition, StorageError};
+use crate::storage::{AppendQueue, Partition, QueuedAppend, StorageError};
 
 /// The internal topic of groups and offsets.
 pub(crate) const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -149,6 +161,9 @@ pub(crate) struct GroupCoordinator {
     clock: Clock,
     groups: Mutex<HashMap<String, GroupEntry>>,
     offsets_log: Vec<Arc<Partition>>,
+    /// Records are queued here under the lock, in the order they are decided, and appended
+    /// off it (and off the async workers).
+    appends: AppendQueue,
 }
 
 /// Java's `String.hashCode`, over UTF-16 code units.
@@ -165,17 +180,9 @@ pub(crate) fn coordinator_partition(key: &str, partitions: usize) -> usize {
     positive as usize % partitions.max(1)
 }
 
-/// Records that a change appended, and the partition that must make them durable.
-struct Appended(Option<(Arc<Partition>, i64)>);
-
-impl Appended {
-    async fn durable(self) -> Result<(), StorageError> {
-        match self.0 {
-            Some((partition, last_offset)) => partition.wait_durable(last_offset).await,
-            None => Ok(()),
-        }
-    }
-}
+/// Records a change queued for its partition (none if it stores nothing), or why they could
+/// not be.
+type Queued = Result<Option<QueuedAppend>, StorageError>;
 
 impl GroupCoordinator {
     /// A coordinator over the partitions of `__consumer_offsets`, rebuilt from them.
@@ -188,6 +195,7 @@ impl GroupCoordinator {
             clock: Clock::new(),
             groups: Mutex::new(HashMap::new()),
             offsets_log,
+            appends: AppendQueue::default(),
         };
         coordinator.replay()?;
         Ok(coordinator)
@@ -202,53 +210,12 @@ impl GroupCoordinator {
         coordinator_partition(group, self.offsets_log.len())
     }
 
-    /// Reads every record of `__consumer_offsets` in order and rebuilds groups and offsets. A
-    /// record that does not decode is skipped and counted, never a reason to refuse to start.
-    fn replay(&self) -> Result<(), StorageError> {
-        let mut groups = self.lock();
-        let mut records = 0usize;
-        let mut skipped = 0usize;
-        for (index, partition) in self.offsets_log.iter().enumerate() {
-            skipped += partition.replay(|header, decoded| {
-                if header.is_control() {
-                    if let Some(marker) = decoded.first().and_then(|r| control_type(&r.record)) {
-                        let commit = marker == ControlType::Commit;
-                        for entry in groups.values_mut() {
-                            if self.partition_for(&entry.group.id) == index {
-                                entry.end_transaction(header.producer_id, commit);
-                            }
-                        }
-                    }
-                    return;
-                }
-                let transaction = header.is_transactional().then_some(header.producer_id);
-                for r in decoded {
-                    records += 1;
-                    if !apply_record(&mut groups, &r.record, r.offset, transaction) {
-                        skipped += 1;
-                    }
-                }
-            })?;
-        }
-        if records > 0 {
-            tracing::info!(groups = groups.len(), records, "replayed {OFFSETS_TOPIC}");
-        }
-        if skipped > 0 {
-            tracing::warn!(skipped, "skipped undecodable records of {OFFSETS_TOPIC}");
-        }
-        Ok(())
-    }
-
-    /// Appends records for `group` to its partition (not yet durable).
-    fn append(
-        &self,
-        group: &str,
-        records: &[(OffsetsKey, Option<Bytes>)],
-    ) -> Result<Appended, StorageError> {
+    /// Queues records for `group`'s partition. Called under the lock, so records are appended
+    /// in the order they were decided.
+    fn append(&self, group: &str, records: &[(OffsetsKey, Option<Bytes>)]) -> Queued {
         if records.is_empty() {
-            return Ok(Appended(None));
+            return Ok(None);
         }
-        let partition = Arc::clone(&self.offsets_log[self.partition_for(group)]);
         let now = self.clock.now().wall_ms;
         let mut batch = BatchBuilder::new(Compression::None);
         for (key, value) in records {
@@ -259,11 +226,16 @@ impl GroupCoordinator {
                 timestamp: now,
             });
         }
-        let info = partition.append(&batch.build(0)?, now)?;
-        Ok(Appended(Some((partition, info.last_offset))))
+        let partition = &self.offsets_log[self.partition_for(group)];
+        Ok(Some(self.appends.push(
+            partition,
+            Bytes::from(batch.build(0)?),
+            now,
+            None,
+        )))
     }
 
-    fn store_group(&self, group: &Group) -> Result<Appended, StorageError> {
+    fn store_group(&self, group: &Group) -> Queued {
         let key = OffsetsKey::Group {
             group: group.id.clone(),
         };
@@ -282,7 +254,7 @@ impl GroupCoordinator {
             return JoinResult::error(ResponseError::InvalidSessionTimeout.code(), &member_id);
         }
         let client_id = request.client_id.clone();
-        let (pending, appended) = {
+        let (pending, changed, queued) = {
             let mut groups = self.lock();
             let entry = groups
                 .entry(group_id.to_string())
@@ -291,14 +263,29 @@ impl GroupCoordinator {
             let (pending, changed) = entry.group.join(request, now.instant, now.wall_ms, || {
                 new_member_id(&client_id)
             });
-            let appended = match changed {
-                Changed::Store => self.store_group(&entry.group),
-                Changed::No => Ok(Appended(None)),
+            let queued = match changed {
+                Changed::No => Ok(None),
+                _ => self.store_group(&entry.group),
             };
-            (pending, appended)
+            (pending, changed, queued)
         };
-        if let Err(e) = store(appended).await {
+        if let Err(e) = durable(queued).await {
             tracing::error!(group = group_id, error = %e, "could not store the group");
+            let code = append_error_code(&e);
+            // As Kafka: a returning static member keeps its old id, and this join fails. A
+            // group left empty whose new generation was not stored is only logged (no member
+            // is in that generation).
+            if let Changed::StoreReplacement {
+                old,
+                new,
+                was_leader,
+            } = changed
+            {
+                if let Some(entry) = self.lock().get_mut(group_id) {
+                    entry.group.undo_replacement(&old, &new, was_leader);
+                }
+                return JoinResult::error(code, "");
+            }
         }
         match pending {
             Pending::Now(result) => result,
@@ -317,7 +304,7 @@ impl GroupCoordinator {
         generation: i32,
         assignments: Vec<(String, Bytes)>,
     ) -> SyncResult {
-        let (pending, appended) = {
+        let (pending, queued) = {
             let mut groups = self.lock();
             let Some(entry) = groups.get_mut(group_id) else {
                 return (ResponseError::UnknownMemberId.code(), Bytes::new());
@@ -329,23 +316,29 @@ impl GroupCoordinator {
                 assignments,
                 self.clock.now().wall_ms,
             );
-            let appended = match changed {
-                Changed::Store => Some(self.store_group(&entry.group)),
+            let queued = match changed {
                 Changed::No => None,
+                _ => Some(self.store_group(&entry.group)),
             };
-            (pending, appended)
+            (pending, queued)
         };
-        if let Some(appended) = appended {
+        if let Some(queued) = queued {
             // The rebalance completed: store the group, then hand out the assignments.
-            let code = match store(appended).await {
-                Ok(()) => 0,
-                Err(e) => {
-                    tracing::error!(group = group_id, error = %e, "could not store the group");
-                    ResponseError::CoordinatorNotAvailable.code()
-                }
-            };
+            let stored = durable(queued).await;
             if let Some(entry) = self.lock().get_mut(group_id) {
-                entry.group.release_sync_waiters(code);
+                match stored {
+                    Ok(_) => entry.group.release_sync_waiters(),
+                    Err(e) => {
+                        tracing::error!(group = group_id, error = %e, "could not store the group's assignment");
+                        let now = self.clock.now();
+                        entry.group.assignment_not_stored(
+                            generation,
+                            append_error_code(&e),
+                            now.instant,
+                            now.wall_ms,
+                        );
+                    }
+                }
             }
         }
         match pending {
@@ -374,16 +367,17 @@ impl GroupCoordinator {
         }
     }
 
-    /// Handles a LeaveGroup: each member's error code.
+    /// Handles a LeaveGroup: each member's error code, or the request's if the group could
+    /// not be stored.
     pub(crate) async fn leave(
         &self,
         group_id: &str,
         members: &[(String, Option<String>)],
-    ) -> Vec<i16> {
-        let (codes, appended) = {
+    ) -> Result<Vec<i16>, i16> {
+        let (codes, queued) = {
             let mut groups = self.lock();
             let Some(entry) = groups.get_mut(group_id) else {
-                return vec![ResponseError::UnknownMemberId.code(); members.len()];
+                return Ok(vec![ResponseError::UnknownMemberId.code(); members.len()]);
             };
             let mut store_needed = false;
             let codes = members
@@ -394,239 +388,22 @@ impl GroupCoordinator {
                         entry
                             .group
                             .leave(member_id, instance.as_deref(), now.instant, now.wall_ms);
-                    store_needed |= changed == Changed::Store;
+                    store_needed |= changed != Changed::No;
                     code
                 })
                 .collect::<Vec<_>>();
-            let appended = if store_needed {
+            let queued = if store_needed {
                 self.store_group(&entry.group)
             } else {
-                Ok(Appended(None))
+                Ok(None)
             };
-            (codes, appended)
+            (codes, queued)
         };
-        if let Err(e) = store(appended).await {
+        durable(queued).await.map_err(|e| {
             tracing::error!(group = group_id, error = %e, "could not store the group");
-        }
-        codes
-    }
-
-    /// Commits offsets after checking the committer against the group; the offsets are
-    /// durable when this returns `Ok`. `generation` -1 with an empty member id is a commit from
-    /// outside the group (an admin, or a consumer using assign()), allowed while the group
-    /// has no members.
-    pub(crate) async fn commit_offsets(
-        &self,
-        group_id: &str,
-        generation: i32,
-        member_id: &str,
-        instance_id: Option<&str>,
-        offsets: Vec<(String, i32, OffsetValue)>,
-    ) -> Result<Vec<i16>, i16> {
-        if group_id.is_empty() {
-            return Err(ResponseError::InvalidGroupId.code());
-        }
-        let codes = metadata_codes(&offsets);
-        let appended = {
-            let mut groups = self.lock();
-            let entry = groups
-                .entry(group_id.to_string())
-                .or_insert_with(|| GroupEntry::new(group_id));
-            let group = &entry.group;
-            let outside = generation < 0 && member_id.is_empty();
-            if outside {
-                if !group.members.is_empty() {
-                    return Err(ResponseError::UnknownMemberId.code());
-                }
-            } else {
-                group.check_member(member_id, instance_id, generation)?;
-                // As Kafka: a member of the current generation may commit while the group
-                // prepares a rebalance (it learns of it from its heartbeats), not between the
-                // join and the assignment.
-                if group.state == GroupState::CompletingRebalance {
-                    return Err(ResponseError::RebalanceInProgress.code());
-                }
-                entry.group.touch(member_id, self.clock.now().instant);
-            }
-            let records: Result<Vec<_>, TooLong> = offsets
-                .iter()
-                .zip(&codes)
-                .filter(|(_, code)| **code == 0)
-                .map(|((topic, partition, value), _)| {
-                    let key = OffsetsKey::Offset {
-                        group: group_id.to_string(),
-                        topic: topic.clone(),
-                        partition: *partition,
-                    };
-                    Ok((key, Some(value.encode()?)))
-                })
-                .collect();
-            records
-                .map_err(StorageError::from)
-                .and_then(|records| self.append(group_id, &records))
-        };
-        let log_offset = last_offset(&appended);
-        store(appended).await.map_err(|e| {
-            tracing::error!(group = group_id, error = %e, "could not store offsets");
-            ResponseError::CoordinatorNotAvailable.code()
+            append_error_code(&e)
         })?;
-        let mut groups = self.lock();
-        if let Some(entry) = groups.get_mut(group_id) {
-            for ((topic, partition, value), code) in offsets.into_iter().zip(&codes) {
-                if *code == 0 {
-                    entry.apply_offset((topic, partition), value, log_offset);
-                }
-            }
-        }
         Ok(codes)
-    }
-
-    /// Commits offsets inside a producer's transaction (TxnOffsetCommit): checked against the
-    /// group as KIP-447 asks when the committer names its member and generation, appended as
-    /// the producer's transactional batch (refused unless the group's partition is in the
-    /// producer's transaction, as `verify` tells), and held pending until the transaction ends.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn commit_transactional_offsets(
-        &self,
-        group_id: &str,
-        producer: (i64, i16),
-        generation: i32,
-        member_id: &str,
-        instance_id: Option<&str>,
-        offsets: Vec<(String, i32, OffsetValue)>,
-        verify: &(dyn Fn(i64, i16) -> Result<(), StorageError> + Sync),
-    ) -> Result<Vec<i16>, i16> {
-        if group_id.is_empty() {
-            return Err(ResponseError::InvalidGroupId.code());
-        }
-        let codes = metadata_codes(&offsets);
-        let (producer_id, epoch) = producer;
-        let appended = {
-            let mut groups = self.lock();
-            if !member_id.is_empty() || generation >= 0 {
-                let Some(entry) = groups.get(group_id) else {
-                    return Err(ResponseError::IllegalGeneration.code());
-                };
-                entry
-                    .group
-                    .check_member(member_id, instance_id, generation)?;
-            }
-            groups
-                .entry(group_id.to_string())
-                .or_insert_with(|| GroupEntry::new(group_id));
-            let now = self.clock.now().wall_ms;
-            let mut batch = BatchBuilder::new(Compression::None)
-                .producer(producer_id, epoch, -1)
-                .transactional();
-            for ((topic, partition, value), _) in
-                offsets.iter().zip(&codes).filter(|(_, c)| **c == 0)
-            {
-                let key = OffsetsKey::Offset {
-                    group: group_id.to_string(),
-                    topic: topic.clone(),
-                    partition: *partition,
-                };
-                let (key, value) = key
-                    .encode()
-                    .and_then(|key| Ok((key, value.encode()?)))
-                    .map_err(|e| {
-                        tracing::error!(group = group_id, error = %e, "could not store offsets");
-                        ResponseError::UnknownServerError.code()
-                    })?;
-                batch.append(&Record {
-                    key: Some(key),
-                    value: Some(value),
-                    headers: Vec::new(),
-                    timestamp: now,
-                });
-            }
-            if batch.is_empty() {
-                return Ok(codes);
-            }
-            let partition = Arc::clone(&self.offsets_log[self.partition_for(group_id)]);
-            let built = batch
-                .build(0)
-                .map_err(|_| ResponseError::UnknownServerError.code())?;
-            match partition.append_from(&built, now, Origin::TxnOffsetCommit { verify }) {
-                Ok(info) => (partition, info),
-                Err(StorageError::NotInTransaction { .. }) => {
-                    return Err(ResponseError::InvalidTxnState.code())
-                }
-                Err(StorageError::InvalidProducerEpoch { .. }) => {
-                    return Err(ResponseError::ProducerFenced.code())
-                }
-                Err(e) => {
-                    tracing::error!(group = group_id, error = %e, "could not store offsets");
-                    return Err(ResponseError::CoordinatorNotAvailable.code());
-                }
-            }
-        };
-        let (partition, info) = appended;
-        partition
-            .wait_durable(info.last_offset)
-            .await
-            .map_err(|e| {
-                tracing::error!(group = group_id, error = %e, "could not store offsets");
-                ResponseError::CoordinatorNotAvailable.code()
-            })?;
-        let mut groups = self.lock();
-        if let Some(entry) = groups.get_mut(group_id) {
-            let pending = entry.pending.entry(producer_id).or_default();
-            for ((topic, partition, value), code) in offsets.into_iter().zip(&codes) {
-                if *code == 0 {
-                    pending.insert((topic, partition), (value, info.last_offset));
-                }
-            }
-        }
-        Ok(codes)
-    }
-
-    /// Ends a producer's transaction in the groups of one `__consumer_offsets` partition, once
-    /// its marker there is durable.
-    pub(crate) fn end_transaction(&self, offsets_partition: i32, producer_id: i64, commit: bool) {
-        let mut groups = self.lock();
-        for entry in groups.values_mut() {
-            if self.partition_for(&entry.group.id) as i32 == offsets_partition {
-                entry.end_transaction(producer_id, commit);
-            }
-        }
-    }
-
-    /// Whether a transaction not yet ended holds an offset of `group_id` for the partition
-    /// (OffsetFetch with `require_stable` answers UNSTABLE_OFFSET_COMMIT then).
-    pub(crate) fn has_pending_offset(&self, group_id: &str, topic: &str, partition: i32) -> bool {
-        let key = (topic.to_string(), partition);
-        self.lock()
-            .get(group_id)
-            .is_some_and(|e| e.pending.values().any(|offsets| offsets.contains_key(&key)))
-    }
-
-    /// A group's committed offsets: of the given partitions, or all of them.
-    pub(crate) fn fetch_offsets(
-        &self,
-        group_id: &str,
-        partitions: Option<Vec<(String, i32)>>,
-    ) -> Vec<(String, i32, Option<OffsetValue>)> {
-        let groups = self.lock();
-        let offsets = groups.get(group_id).map(|e| &e.offsets);
-        match partitions {
-            Some(wanted) => wanted
-                .into_iter()
-                .map(|(t, p)| {
-                    let value = offsets.and_then(|o| o.get(&(t.clone(), p)).cloned());
-                    (t, p, value)
-                })
-                .collect(),
-            None => {
-                let mut all: Vec<_> = offsets
-                    .into_iter()
-                    .flatten()
-                    .map(|((t, p), v)| (t.clone(), *p, Some(v.clone())))
-                    .collect();
-                all.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
-                all
-            }
-        }
     }
 
     /// Every group: (id, protocol type, state).
@@ -676,140 +453,6 @@ impl GroupCoordinator {
         })
     }
 
-    /// Deletes groups without members, with their offsets: each group's error code.
-    pub(crate) async fn delete_groups(&self, ids: &[String]) -> Vec<i16> {
-        let mut codes = Vec::with_capacity(ids.len());
-        for id in ids {
-            let result = {
-                let groups = self.lock();
-                match groups.get(id.as_str()) {
-                    None => Err(ResponseError::GroupIdNotFound.code()),
-                    Some(e) if !e.group.members.is_empty() => {
-                        Err(ResponseError::NonEmptyGroup.code())
-                    }
-                    Some(e) => {
-                        let mut tombstones: Vec<_> = e
-                            .offsets
-                            .keys()
-                            .map(|key| offset_tombstone(id, key))
-                            .collect();
-                        tombstones.push((OffsetsKey::Group { group: id.clone() }, None));
-                        Ok(self.append(id, &tombstones))
-                    }
-                }
-            };
-            codes.push(match result {
-                Err(code) => code,
-                Ok(appended) => {
-                    let stored_at = last_offset(&appended);
-                    match store(appended).await {
-                        // Stored: now forget it, unless it came back after the tombstones.
-                        Ok(()) => {
-                            let mut groups = self.lock();
-                            if let Some(entry) = groups.get_mut(id.as_str()) {
-                                entry.forget_offsets(stored_at, |_| true);
-                                if entry.group.members.is_empty() && entry.offsets.is_empty() {
-                                    groups.remove(id.as_str());
-                                }
-                            }
-                            0
-                        }
-                        Err(e) => {
-                            tracing::error!(group = %id, error = %e, "could not delete the group");
-                            ResponseError::CoordinatorNotAvailable.code()
-                        }
-                    }
-                }
-            });
-        }
-        codes
-    }
-
-    /// Deletes a group's offsets for partitions no member is consuming: each partition's
-    /// error code, or the group's.
-    pub(crate) async fn delete_offsets(
-        &self,
-        group_id: &str,
-        partitions: &[(String, i32)],
-    ) -> Result<Vec<i16>, i16> {
-        let (codes, deleted, appended) = {
-            let groups = self.lock();
-            let Some(entry) = groups.get(group_id) else {
-                return Err(ResponseError::GroupIdNotFound.code());
-            };
-            // Members subscribe through opaque protocol metadata; a topic name appearing in a
-            // member's subscription counts as subscribed, as near as the broker can tell.
-            let subscribed = |topic: &str| {
-                entry.group.members.iter().any(|m| {
-                    m.protocols
-                        .iter()
-                        .any(|(_, meta)| meta.windows(topic.len()).any(|w| w == topic.as_bytes()))
-                })
-            };
-            let codes: Vec<i16> = partitions
-                .iter()
-                .map(|(t, _)| {
-                    if subscribed(t) {
-                        ResponseError::GroupSubscribedToTopic.code()
-                    } else {
-                        0
-                    }
-                })
-                .collect();
-            let deleted: Vec<(String, i32)> = partitions
-                .iter()
-                .zip(&codes)
-                .filter(|(_, c)| **c == 0)
-                .map(|(partition, _)| partition.clone())
-                .collect();
-            let tombstones: Vec<_> = deleted
-                .iter()
-                .map(|key| offset_tombstone(group_id, key))
-                .collect();
-            (codes, deleted, self.append(group_id, &tombstones))
-        };
-        let stored_at = last_offset(&appended);
-        store(appended)
-            .await
-            .map_err(|_| ResponseError::CoordinatorNotAvailable.code())?;
-        if let Some(entry) = self.lock().get_mut(group_id) {
-            entry.forget_offsets(stored_at, |key| deleted.contains(key));
-        }
-        Ok(codes)
-    }
-
-    /// Deletes every group's committed offsets of a deleted topic, as Kafka does: the
-    /// tombstones are stored first, then the offsets are forgotten (unless a commit stored
-    /// after the tombstone, for a topic made again under the same name, replaced one).
-    pub(crate) async fn delete_topic_offsets(&self, topic: &str) -> Result<(), StorageError> {
-        let appended: Vec<(String, Result<Appended, StorageError>)> = {
-            let groups = self.lock();
-            groups
-                .values()
-                .filter_map(|entry| {
-                    let tombstones: Vec<_> = entry
-                        .offsets
-                        .keys()
-                        .filter(|(t, _)| t == topic)
-                        .map(|key| offset_tombstone(&entry.group.id, key))
-                        .collect();
-                    let id = entry.group.id.clone();
-                    (!tombstones.is_empty()).then(|| (id.clone(), self.append(&id, &tombstones)))
-                })
-                .collect()
-        };
-        for (group, appended) in appended {
-            let stored_at = last_offset(&appended);
-            store(appended).await.inspect_err(|e| {
-                tracing::error!(%group, topic, error = %e, "could not delete the offsets of a deleted topic");
-            })?;
-            if let Some(entry) = self.lock().get_mut(&group) {
-                entry.forget_offsets(stored_at, |(t, _)| t == topic);
-            }
-        }
-        Ok(())
-    }
-
     /// Expires sessions and rebalances, and the offsets of long-empty groups, until `stop`.
     pub(crate) async fn run_timers(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
         let mut last_expiry = self.clock.now().instant;
@@ -822,18 +465,20 @@ impl GroupCoordinator {
                 instant: now,
                 wall_ms: wall,
             } = self.clock.now();
-            let appended: Vec<_> = {
+            let queued: Vec<_> = {
                 let mut groups = self.lock();
                 groups
                     .values_mut()
                     .filter_map(|e| match e.group.tick(now, wall) {
-                        Changed::Store => Some(self.store_group(&e.group)),
                         Changed::No => None,
+                        _ => Some(self.store_group(&e.group)),
                     })
                     .collect()
             };
-            for a in appended {
-                if let Err(e) = store(a).await {
+            // A group left empty by expiry whose new generation could not be stored is only
+            // logged, as Kafka does: no member is in that generation.
+            for q in queued {
+                if let Err(e) = durable(q).await {
                     tracing::error!(error = %e, "could not store a group");
                 }
             }
@@ -841,35 +486,6 @@ impl GroupCoordinator {
                 last_expiry = now;
                 self.expire_offsets(wall).await;
             }
-        }
-    }
-
-    /// Deletes the offsets of groups that have had no members and no commits for
-    /// `offsets_retention`: counted from the group's last state change or its newest commit,
-    /// whichever is later (KIP-211), so a group that commits without members keeps them.
-    async fn expire_offsets(&self, wall_ms: i64) {
-        let retention = self.config.offsets_retention.as_millis() as i64;
-        let expired: Vec<String> = self
-            .lock()
-            .values()
-            .filter(|e| {
-                let newest_commit = e
-                    .offsets
-                    .values()
-                    .map(|o| o.commit_timestamp)
-                    .max()
-                    .unwrap_or(0);
-                let last_activity = e.group.state_timestamp.max(newest_commit);
-                e.group.members.is_empty() && wall_ms - last_activity > retention
-            })
-            .map(|e| e.group.id.clone())
-            .collect();
-        if !expired.is_empty() {
-            tracing::info!(
-                groups = expired.len(),
-                "expiring the offsets of long-empty groups"
-            );
-            self.delete_groups(&expired).await;
         }
     }
 }
@@ -885,117 +501,24 @@ fn new_member_id(client_id: &str) -> String {
     format!("{}-{}", &client_id[..cut], uuid::Uuid::new_v4())
 }
 
-/// Each offset's code: OFFSET_METADATA_TOO_LARGE for one whose metadata is over the limit.
-fn metadata_codes(offsets: &[(String, i32, OffsetValue)]) -> Vec<i16> {
-    offsets
-        .iter()
-        .map(|(_, _, v)| {
-            if v.metadata.len() > OFFSET_METADATA_MAX_BYTES {
-                ResponseError::OffsetMetadataTooLarge.code()
-            } else {
-                0
-            }
-        })
-        .collect()
-}
-
-/// The record that deletes `group`'s committed offset of `(topic, partition)`.
-fn offset_tombstone(
-    group: &str,
-    (topic, partition): &(String, i32),
-) -> (OffsetsKey, Option<Bytes>) {
-    let key = OffsetsKey::Offset {
-        group: group.to_string(),
-        topic: topic.clone(),
-        partition: *partition,
-    };
-    (key, None)
-}
-
-/// The log offset of the last record an append wrote (-1 for none).
-fn last_offset(appended: &Result<Appended, StorageError>) -> i64 {
-    match appended {
-        Ok(Appended(Some((_, last_offset)))) => *last_offset,
-        _ => -1,
+/// Waits until queued records are durable: the log offset of the last (-1 for none).
+async fn durable(queued: Queued) -> Result<i64, StorageError> {
+    match queued? {
+        Some(queued) => queued.durable().await,
+        None => Ok(-1),
     }
 }
 
-async fn store(appended: Result<Appended, StorageError>) -> Result<(), StorageError> {
-    appended?.durable().await
-}
-
-/// Applies one record of `__consumer_offsets` during replay; `transaction` is the producer id
-/// of a transactional batch's records, whose offsets stay pending until its marker. Whether
-/// the record decoded (one that does not is logged and changes nothing).
-fn apply_record(
-    groups: &mut HashMap<String, GroupEntry>,
-    record: &Record,
-    log_offset: i64,
-    transaction: Option<i64>,
-) -> bool {
-    let Some(key) = record.key.as_deref().and_then(OffsetsKey::decode) else {
-        tracing::warn!(
-            offset = log_offset,
-            "skipping a record of {OFFSETS_TOPIC} with an unknown key"
-        );
-        return false;
-    };
-    let group_id = key.group().to_string();
-    match (key, record.value.as_deref()) {
-        (
-            OffsetsKey::Offset {
-                topic, partition, ..
-            },
-            Some(value),
-        ) => match OffsetValue::decode(value) {
-            Some(v) => {
-                let entry = groups
-                    .entry(group_id.clone())
-                    .or_insert_with(|| GroupEntry::new(&group_id));
-                match transaction {
-                    Some(producer_id) => {
-                        entry
-                            .pending
-                            .entry(producer_id)
-                            .or_default()
-                            .insert((topic, partition), (v, log_offset));
-                    }
-                    None => entry.apply_offset((topic, partition), v, log_offset),
-                }
-            }
-            None => {
-                tracing::warn!(group = %group_id, offset = log_offset, "skipping a malformed offset record");
-                return false;
-            }
-        },
-        (
-            OffsetsKey::Offset {
-                topic, partition, ..
-            },
-            None,
-        ) => {
-            if let Some(e) = groups.get_mut(&group_id) {
-                e.applied_at.remove(&(topic.clone(), partition));
-                e.offsets.remove(&(topic, partition));
-            }
-        }
-        (OffsetsKey::Group { .. }, Some(value)) => match GroupValue::decode(value) {
-            Some(stored) => {
-                let entry = groups
-                    .entry(group_id.clone())
-                    .or_insert_with(|| GroupEntry::new(&group_id));
-                entry.group = Group::restored(&group_id, &stored);
-            }
-            None => {
-                tracing::warn!(group = %group_id, offset = log_offset, "skipping a malformed group record");
-                return false;
-            }
-        },
-        (OffsetsKey::Group { .. }, None) => {
-            groups.remove(&group_id);
-        }
+/// The error code a coordinator answers when its records could not be stored, as Kafka's
+/// (`appendGroupMetadataErrorToResponseError`): the disk failing means the broker can no
+/// longer coordinate from this partition (NOT_COORDINATOR); a batch refused for its size is a
+/// server error; anything else, COORDINATOR_NOT_AVAILABLE, which clients retry.
+pub(crate) fn append_error_code(error: &StorageError) -> i16 {
+    match error {
+        StorageError::Io(_) => ResponseError::NotCoordinator.code(),
+        StorageError::BatchTooLarge { .. } => ResponseError::UnknownServerError.code(),
+        _ => ResponseError::CoordinatorNotAvailable.code(),
     }
-    true
 }
 
 #[cfg(test)]

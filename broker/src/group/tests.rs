@@ -1,5 +1,6 @@
 //! The group coordinator on real logs: offsets expiry, commit order, partition placement,
-//! member ids, and replay of damaged or forged records.
+//! member ids, replay of damaged or forged records, and what a full disk does to commits,
+//! assignments, leaves and returning static members.
 
 use super::*;
 use crate::state::now_ms;
@@ -113,6 +114,7 @@ fn groups_map_to_partitions_as_kafka_maps_them() {
         clock: Clock::new(),
         groups: Mutex::new(HashMap::new()),
         offsets_log: Vec::new(),
+        appends: Default::default(),
     };
     for &(group, hash, _) in JAVA {
         assert_eq!(java_hash(group), hash, "{group:?}");
@@ -419,3 +421,120 @@ proptest::proptest! {
         });
     }
 }
+
+/// A one-member group in `dir` whose disk meets `faults`, joined and assigned `assignment`:
+/// the coordinator, the member's join result.
+async fn stable_group(
+    dir: &std::path::Path,
+    faults: &crate::storage::StorageFaults,
+    member: JoinRequest,
+) -> (GroupCoordinator, JoinResult) {
+    let coordinator = coordinator_with_faults(dir, 1, faults);
+    let joined = coordinator.join("g", member).await;
+    assert_eq!(joined.error_code, 0);
+    let (code, assignment) = coordinator
+        .sync(
+            "g",
+            &joined.member_id,
+            None,
+            joined.generation,
+            vec![(joined.member_id.clone(), Bytes::from_static(b"first"))],
+        )
+        .await;
+    assert_eq!((code, &assignment[..]), (0, &b"first"[..]));
+    (coordinator, joined)
+}
+
+#[tokio::test]
+async fn an_assignment_that_cannot_be_stored_is_not_handed_out_and_the_group_rebalances() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = crate::storage::StorageFaults::default();
+    let (coordinator, joined) = stable_group(dir.path(), &faults, silent_member(SESSION)).await;
+    let member = JoinRequest {
+        member_id: joined.member_id.clone(),
+        ..silent_member(SESSION)
+    };
+    // A new rebalance, whose assignment meets a full disk.
+    let rejoined = coordinator.join("g", member.clone()).await;
+    assert_eq!(rejoined.error_code, 0);
+    assert_eq!(rejoined.generation, joined.generation + 1);
+    faults.fill_disk(true);
+    let refused = coordinator
+        .sync(
+            "g",
+            &rejoined.member_id,
+            None,
+            rejoined.generation,
+            vec![(rejoined.member_id.clone(), Bytes::from_static(b"second"))],
+        )
+        .await;
+    faults.fill_disk(false);
+    // As Kafka: the storage error is answered as NOT_COORDINATOR, nobody gets the
+    // assignment, and the group prepares another rebalance.
+    assert_eq!(
+        refused,
+        (ResponseError::NotCoordinator.code(), Bytes::new())
+    );
+    let described = coordinator.describe("g").unwrap();
+    assert_eq!(described.state, GroupState::PreparingRebalance);
+    assert!(described.members.iter().all(|m| m.assignment.is_empty()));
+    assert_eq!(
+        coordinator.heartbeat("g", &rejoined.member_id, None, rejoined.generation),
+        ResponseError::RebalanceInProgress.code()
+    );
+    // The stored group is the last assignment answered.
+    drop(coordinator);
+    let replayed = coordinator_with_faults(dir.path(), 1, &faults);
+    let stored = replayed.lock()["g"].group.stored();
+    assert_eq!(stored.generation, joined.generation);
+}
+
+#[tokio::test]
+async fn a_leave_that_cannot_be_stored_answers_the_storage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = crate::storage::StorageFaults::default();
+    let (coordinator, joined) = stable_group(dir.path(), &faults, silent_member(SESSION)).await;
+    faults.fill_disk(true);
+    let left = coordinator
+        .leave("g", &[(joined.member_id.clone(), None)])
+        .await;
+    faults.fill_disk(false);
+    assert_eq!(left, Err(ResponseError::NotCoordinator.code()));
+    // The member asked to go and is gone; only the group's empty generation was not stored,
+    // which Kafka too leaves at that (no member is in it).
+    let left = coordinator.leave("g", &[(joined.member_id, None)]).await;
+    assert_eq!(left, Ok(vec![ResponseError::UnknownMemberId.code()]));
+    assert_eq!(coordinator.describe("g").unwrap().state, GroupState::Empty);
+}
+
+#[tokio::test]
+async fn a_static_member_whose_new_id_cannot_be_stored_keeps_its_old_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = crate::storage::StorageFaults::default();
+    let static_member = JoinRequest {
+        group_instance_id: Some("instance-1".into()),
+        ..silent_member(SESSION)
+    };
+    let (coordinator, joined) = stable_group(dir.path(), &faults, static_member.clone()).await;
+    // The instance comes back without its member id (a restart): its new id meets a full
+    // disk, so the join fails and the old id stays the member's, as Kafka has it.
+    faults.fill_disk(true);
+    let returned = coordinator.join("g", static_member.clone()).await;
+    faults.fill_disk(false);
+    assert_eq!(returned.error_code, ResponseError::NotCoordinator.code());
+    let instance = Some("instance-1");
+    assert_eq!(
+        coordinator.heartbeat("g", &joined.member_id, instance, joined.generation),
+        0
+    );
+    // With the disk back, the instance takes a new id and the old one is fenced.
+    let returned = coordinator.join("g", static_member).await;
+    assert_eq!(returned.error_code, 0);
+    assert_ne!(returned.member_id, joined.member_id);
+    assert_eq!(
+        coordinator.heartbeat("g", &joined.member_id, instance, joined.generation),
+        ResponseError::FencedInstanceId.code()
+    );
+}
+
+const SESSION: Duration = Duration::from_secs(30);

@@ -2,7 +2,8 @@
 //! for `read_committed`, the last stable offset, with the aborted transactions among the
 //! batches so the client can drop their records), within `max_bytes` (overall) and `partition_max_bytes`, waiting up to `max_wait_ms` for
 //! `min_bytes` to arrive. The batches are not read: the response names their file ranges and
-//! the connection sends them with `sendfile`.
+//! the connection sends them with `sendfile`. Finding them (which reads batch headers) runs on
+//! a blocking thread, never on the async workers.
 //!
 //! Fetch sessions (KIP-227) are not kept: every response has session id 0, which tells clients
 //! to keep sending full fetch requests.
@@ -20,7 +21,7 @@ use super::errors::storage_code;
 use super::fetch_response::{self, PartitionAnswer, Records, TopicAnswer};
 use super::{ProtocolError, Reply, RequestContext, Response};
 use crate::state::BrokerState;
-use crate::storage::{Partition, StorageError};
+use crate::storage::{off_workers, Partition, StorageError};
 
 const READ_COMMITTED: i8 = 1;
 
@@ -60,6 +61,7 @@ pub(super) fn handle(
     let max_bytes = request.max_bytes.max(0) as usize;
     let read_committed = request.isolation_level == READ_COMMITTED;
 
+    let topics = Arc::new(topics);
     Ok(Reply::Later(Box::pin(async move {
         let deadline = Instant::now() + max_wait;
         loop {
@@ -69,7 +71,16 @@ pub(super) fn handle(
                 .flat_map(|(_, ps)| ps.iter())
                 .filter_map(|w| w.partition.as_ref().map(|p| p.watch_high_watermark()))
                 .collect();
-            let (answers, bytes, failed) = locate(&topics, max_bytes, read_committed);
+            // Locating batches reads their headers from the segment files: not on the
+            // async workers.
+            let wanted = Arc::clone(&topics);
+            let (answers, bytes, failed) =
+                off_workers(move || Ok(locate(&wanted, max_bytes, read_committed)))
+                    .await
+                    .map_err(|e| ProtocolError::Internal {
+                        api: ctx.api,
+                        reason: e.to_string(),
+                    })?;
             if bytes >= min_bytes || failed || Instant::now() >= deadline {
                 return Ok(Response::Parts(fetch_response::encode(
                     ctx.correlation_id,

@@ -206,7 +206,10 @@ pub(super) fn leave(
         vec![(request.member_id.to_string(), None)]
     };
     ctx.later(async move {
-        let codes = groups.leave(&request.group_id.0, &members).await;
+        let codes = match groups.leave(&request.group_id.0, &members).await {
+            Ok(codes) => codes,
+            Err(code) => return LeaveGroupResponse::default().with_error_code(code),
+        };
         if version >= 3 {
             LeaveGroupResponse::default().with_members(
                 members

@@ -2,8 +2,9 @@
 //! (storage, metadata) and builds the response, mapping domain errors to Kafka error codes.
 //! Handlers never touch files.
 //!
-//! A handler returns a [`Reply`]. Its synchronous part runs in request order on the
-//! connection (so a producer's appends keep their order); what it must wait for (an fsync, a
+//! A handler returns a [`Reply`]. Its synchronous part, and the [`Reply::InOrder`] work it may
+//! hand back (a produce's appends, on a blocking thread), run in request order on the
+//! connection, so a producer's appends keep their order; what it must wait for (an fsync, a
 //! long-poll fetch) runs afterwards, and responses still go out in request order.
 
 mod api_versions;
@@ -38,6 +39,9 @@ pub(crate) enum Reply {
     Ready(Bytes),
     /// The response, once the future completes.
     Later(BoxFuture<'static, Result<Response, ProtocolError>>),
+    /// Work that must end before the connection's next request starts (a produce's appends,
+    /// which keep a producer's batches in order), then the reply.
+    InOrder(BoxFuture<'static, Result<Reply, ProtocolError>>),
     /// No response at all (a produce with acks=0).
     Nothing,
 }
@@ -77,6 +81,14 @@ pub(crate) enum ProtocolError {
         /// The version.
         version: i16,
         /// What the decoder reported.
+        reason: String,
+    },
+    /// The broker failed while answering (a bug): the connection is closed.
+    #[error("failed while answering {api:?}: {reason}")]
+    Internal {
+        /// The API.
+        api: ApiKey,
+        /// What failed.
         reason: String,
     },
     /// A response could not be encoded (a bug).

@@ -24,6 +24,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::offsets::{by_topic, OffsetsToCommit};
 use super::{ProtocolError, Reply, RequestContext};
 use crate::state::{now_ms, BrokerState};
+use crate::storage::Verify;
 
 fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_string()))
@@ -160,9 +161,9 @@ pub(super) fn commit_offsets(
         let group_id = request.group_id.0.to_string();
         let (topic, partition) = state.transactions.offsets_partition(&group_id);
         let transactions = Arc::clone(&state.transactions);
-        let verify = move |producer_id: i64, epoch: i16| {
+        let verify: Verify = Arc::new(move |producer_id: i64, epoch: i16| {
             transactions.verify(producer_id, epoch, &topic, partition)
-        };
+        });
         let answers = to_commit
             .commit(|offsets| {
                 state.groups.commit_transactional_offsets(
@@ -172,7 +173,7 @@ pub(super) fn commit_offsets(
                     &request.member_id,
                     request.group_instance_id.as_deref(),
                     offsets,
-                    &verify,
+                    Arc::clone(&verify),
                 )
             })
             .await;

@@ -1,10 +1,12 @@
 //! One client connection. The reader decodes each frame and starts its request in order
-//! (appends happen here, so a producer's batches keep their order); each reply is handed, in
+//! (a produce's appends end before the next frame is read, so a producer's batches keep their
+//! order); each reply is handed, in
 //! order, to the writer, which awaits them one after the other and writes the responses. At
 //! most `max_in_flight_per_connection` requests are under way at once. Stored batches in a
 //! fetch response go from the segment file to the socket with `sendfile`.
 
 use std::net::SocketAddr;
+use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -42,10 +44,15 @@ pub(super) async fn run(stream: TcpStream, peer: SocketAddr, state: Arc<BrokerSt
                 break;
             }
         };
-        let outgoing = match handler::handle(&state, frame, peer) {
+        let mut reply = handler::handle(&state, frame, peer);
+        // Ends before the next request is read: a producer's appends keep their order.
+        while let Ok(Reply::InOrder(work)) = reply {
+            reply = work.await;
+        }
+        let outgoing = match reply {
             Ok(Reply::Ready(bytes)) => Outgoing::Ready(bytes),
             Ok(Reply::Later(future)) => Outgoing::Pending(tokio::spawn(future)),
-            Ok(Reply::Nothing) => continue,
+            Ok(Reply::Nothing | Reply::InOrder(_)) => continue,
             Err(e) => {
                 tracing::warn!(%peer, error = %e, "closing connection");
                 break;
@@ -113,27 +120,41 @@ async fn write_parts(
     Ok(())
 }
 
-/// Sends a file range to the socket from the page cache. A file shorter than the range would
-/// leave the frame short, so it is an error that closes the connection.
+/// Sends a file range to the socket from the page cache. `sendfile` reads the file, and a
+/// page not in the cache waits for the disk, so each call runs on a blocking thread (with its
+/// own handle on the socket) while this task waits for the socket to take more. A file
+/// shorter than the range would leave the frame short, so it is an error that closes the
+/// connection.
 async fn send_file(stream: &TcpStream, range: &FileRange) -> std::io::Result<()> {
+    let socket = Arc::new(stream.as_fd().try_clone_to_owned()?);
     let mut offset = range.position as i64;
     let end = offset + range.len as i64;
     while offset < end {
         stream.writable().await?;
         let remaining = (end - offset) as usize;
-        let sent = stream.try_io(Interest::WRITABLE, || {
-            nix::sys::sendfile::sendfile64(stream, &*range.file, Some(&mut offset), remaining)
+        let (socket_handle, file) = (Arc::clone(&socket), Arc::clone(&range.file));
+        let sent = tokio::task::spawn_blocking(move || {
+            let mut at = offset;
+            nix::sys::sendfile::sendfile64(&*socket_handle, &*file, Some(&mut at), remaining)
+                .map(|_| at)
                 .map_err(std::io::Error::from)
-        });
+        })
+        .await
+        .map_err(std::io::Error::other)?;
         match sent {
-            Ok(0) => {
+            Ok(at) if at == offset => {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::UnexpectedEof,
                     "a segment file ended inside a fetch response",
                 ))
             }
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Ok(at) => offset = at,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                // The socket is full: tell tokio, so that `writable` waits for room.
+                let _ = stream.try_io(Interest::WRITABLE, || {
+                    Err::<(), _>(std::io::ErrorKind::WouldBlock.into())
+                });
+            }
             Err(e) => return Err(e),
         }
     }

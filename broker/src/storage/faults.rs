@@ -1,5 +1,6 @@
 //! Storage faults injected on purpose, for tests of what a slow or failing disk does to the
-//! broker: a delay before every fsync, fsyncs that fail, appends that find the disk full.
+//! broker: a delay before every fsync or append (a slow disk), fsyncs that fail, appends that
+//! find the disk full.
 //! Without the `failpoints` feature nothing can be injected and every check is a no-op.
 
 use std::io;
@@ -15,6 +16,7 @@ pub struct StorageFaults {
 #[derive(Debug, Default)]
 struct Injected {
     fsync_delay: std::time::Duration,
+    write_delay: std::time::Duration,
     failing_fsyncs: bool,
     full_disk: bool,
 }
@@ -36,11 +38,19 @@ impl StorageFaults {
         Ok(())
     }
 
-    /// Runs before an append writes anything.
+    /// Runs before an append writes anything, under the partition's lock, as a write to a
+    /// slow disk would hold it.
     pub(crate) fn before_append(&self) -> io::Result<()> {
         #[cfg(any(test, feature = "failpoints"))]
-        if self.lock().full_disk {
-            return Err(io::Error::from_raw_os_error(28)); // ENOSPC
+        {
+            let (delay, full) = {
+                let injected = self.lock();
+                (injected.write_delay, injected.full_disk)
+            };
+            std::thread::sleep(delay);
+            if full {
+                return Err(io::Error::from_raw_os_error(28)); // ENOSPC
+            }
         }
         Ok(())
     }
@@ -55,6 +65,12 @@ impl StorageFaults {
     /// Every fsync from now on first waits `delay`: a slow disk.
     pub fn set_fsync_delay(&self, delay: std::time::Duration) {
         self.lock().fsync_delay = delay;
+    }
+
+    /// Every append from now on first waits `delay`, holding its partition: a disk slow to
+    /// write.
+    pub fn set_write_delay(&self, delay: std::time::Duration) {
+        self.lock().write_delay = delay;
     }
 
     /// Every fsync from now on fails (`true`), or works again (`false`).

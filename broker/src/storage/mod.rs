@@ -34,6 +34,7 @@
 //! Idempotent producers' state comes from the newest producer snapshot plus the headers of
 //! the batches after it (see `producers`).
 
+mod append_queue;
 mod compaction;
 mod config;
 mod error;
@@ -56,12 +57,13 @@ use std::sync::{Arc, RwLock};
 
 use eddy_core::log::TopicPartition;
 
+pub(crate) use append_queue::{AppendQueue, QueuedAppend, Verify};
 pub use config::LogConfig;
 pub(crate) use error::StorageError;
 pub use faults::StorageFaults;
 pub(crate) use index::write_synced;
 pub(crate) use log::Origin;
-pub(crate) use partition::Partition;
+pub(crate) use partition::{off_workers, Partition};
 pub(crate) use read::FileRange;
 pub(crate) use validation::{RecordError, RecordsRefusal};
 

@@ -9,11 +9,10 @@
 //! fsync serves all the producers that queued behind it (group commit) and durability costs
 //! latency, not throughput.
 
-use std::fs::File;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use eddy_core::log::{Offset, Timestamp, TopicPartition};
 use eddy_core::wire::batch::{decode_records, BatchHeader, BatchRecord, Batches};
@@ -30,7 +29,8 @@ use super::{StorageError, StorageFaults};
 #[derive(Debug)]
 pub(crate) struct Partition {
     topic_partition: TopicPartition,
-    log: Mutex<Log>,
+    /// Shared with the blocking threads that fsync it.
+    log: Arc<Mutex<Log>>,
     high_watermark: watch::Sender<Offset>,
     flush: tokio::sync::Mutex<()>,
     deleted: AtomicBool,
@@ -78,7 +78,7 @@ impl Partition {
         let (high_watermark, _) = watch::channel(log.next_offset());
         Ok(Self {
             topic_partition,
-            log: Mutex::new(log),
+            log: Arc::new(Mutex::new(log)),
             high_watermark,
             flush: tokio::sync::Mutex::new(()),
             deleted: AtomicBool::new(false),
@@ -89,7 +89,7 @@ impl Partition {
     /// The partition, meeting the storage faults injected into `faults`.
     pub(crate) fn with_faults(mut self, faults: &StorageFaults) -> Self {
         self.faults = faults.clone();
-        self.log.get_mut().unwrap_or_else(|p| p.into_inner()).faults = faults.clone();
+        lock(&self.log).faults = faults.clone();
         self
     }
 
@@ -99,10 +99,7 @@ impl Partition {
     }
 
     fn lock(&self) -> MutexGuard<'_, Log> {
-        // A panic while appending leaves the log as consistent as a crash would; keep going.
-        self.log
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.log)
     }
 
     fn check_live(&self) -> Result<(), StorageError> {
@@ -138,8 +135,8 @@ impl Partition {
         origin: Origin<'_>,
     ) -> Result<AppendInfo, StorageError> {
         self.check_live()?;
-        self.faults.before_append()?;
         let mut log = self.lock();
+        self.faults.before_append()?;
         let (info, durable_by_roll) = log.append(records, now_ms, origin)?;
         if !log.config.fsync_before_ack {
             self.advance_high_watermark(info.last_offset + 1);
@@ -161,23 +158,35 @@ impl Partition {
                 return Ok(());
             }
             self.check_live()?;
-            let (file, target) = {
-                let log = self.lock();
-                (log.active_file(), log.next_offset())
-            };
-            sync(file, self.faults.clone()).await?;
+            let target = self.sync().await?;
             self.advance_high_watermark(target);
         }
     }
 
     /// fsyncs whatever was appended, for the page-cache mode's periodic flush and shutdown.
     pub(crate) async fn flush(&self) -> Result<(), StorageError> {
-        let last = self.log_end_offset() - 1;
         let _flushing = self.flush.lock().await;
-        let file = self.lock().active_file();
-        sync(file, self.faults.clone()).await?;
-        self.advance_high_watermark(last + 1);
+        let target = self.sync().await?;
+        self.advance_high_watermark(target);
         Ok(())
+    }
+
+    /// fsyncs the active segment on a blocking thread (the log's lock too is taken there: a
+    /// segment roll may hold it across its own fsyncs) and returns the offset below which
+    /// every record is now durable.
+    async fn sync(&self) -> Result<Offset, StorageError> {
+        let log = Arc::clone(&self.log);
+        let faults = self.faults.clone();
+        off_workers(move || {
+            let (file, target) = {
+                let log = lock(&log);
+                (log.active_file(), log.next_offset())
+            };
+            faults.before_fsync()?;
+            file.sync_data()?;
+            Ok(target)
+        })
+        .await
     }
 
     fn advance_high_watermark(&self, offset: Offset) {
@@ -422,13 +431,18 @@ impl Partition {
     }
 }
 
-/// fsyncs `file` on a blocking thread, never on the async workers.
-async fn sync(file: std::sync::Arc<File>, faults: StorageFaults) -> Result<(), StorageError> {
-    tokio::task::spawn_blocking(move || {
-        faults.before_fsync()?;
-        file.sync_data()
-    })
-    .await
-    .map_err(io::Error::other)??;
-    Ok(())
+/// Runs `work` (anything that may wait for the disk: appends, segment rolls, reads of batch
+/// headers, fsyncs) on a blocking thread, never on the async workers, so that a slow disk
+/// delays only the requests that wait for it.
+pub(crate) async fn off_workers<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, StorageError> + Send + 'static,
+) -> Result<T, StorageError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| StorageError::Io(io::Error::other(e)))?
+}
+
+fn lock(log: &Mutex<Log>) -> MutexGuard<'_, Log> {
+    // A panic while appending leaves the log as consistent as a crash would; keep going.
+    log.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -17,7 +17,7 @@ use super::records::{decode_key, decode_value, encode_key, encode_value};
 use super::state::{EndStep, InitStep, TxnMetadata, TxnState};
 use crate::clock::Clock;
 use crate::group::{coordinator_partition, GroupCoordinator, OFFSETS_TOPIC};
-use crate::storage::{LogStore, Origin, Partition, StorageError};
+use crate::storage::{off_workers, LogStore, Origin, Partition, StorageError};
 
 /// The internal topic of transactions.
 pub(crate) const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
@@ -164,7 +164,7 @@ impl TransactionCoordinator {
         txn: TxnMetadata,
         keep_pending: bool,
     ) -> Result<(), i16> {
-        let stored = match self.append_state(id, &txn) {
+        let stored = match self.append_state(id, &txn).await {
             Ok((partition, last_offset)) => partition.wait_durable(last_offset).await,
             Err(e) => Err(e),
         };
@@ -176,7 +176,7 @@ impl TransactionCoordinator {
     /// prepared, and the replay completes it again. Anything stored later for `id` goes to
     /// the same partition after it, so it is durable first.
     async fn store_completion(&self, id: &str, txn: TxnMetadata) -> Result<(), i16> {
-        let stored = match self.append_state(id, &txn) {
+        let stored = match self.append_state(id, &txn).await {
             Ok((partition, last_offset)) => {
                 tokio::spawn(async move {
                     if let Err(e) = partition.wait_durable(last_offset).await {
@@ -190,13 +190,16 @@ impl TransactionCoordinator {
         self.apply(id, txn, stored, false)
     }
 
-    /// Appends the record of `id`'s state `txn`: the partition and the record's offset.
-    fn append_state(
+    /// Appends the record of `id`'s state `txn` (on a blocking thread): the partition and
+    /// the record's offset. Only the request that claimed `id` stores its state, so records of
+    /// one id are appended in the order they were decided.
+    async fn append_state(
         &self,
         id: &str,
         txn: &TxnMetadata,
     ) -> Result<(Arc<Partition>, i64), StorageError> {
-        let partition = &self.state_log[coordinator_partition(id, self.state_log.len())];
+        let partition =
+            Arc::clone(&self.state_log[coordinator_partition(id, self.state_log.len())]);
         let now = self.clock.now().wall_ms;
         let mut batch = BatchBuilder::new(Compression::None);
         batch.append(&Record {
@@ -205,8 +208,12 @@ impl TransactionCoordinator {
             headers: Vec::new(),
             timestamp: now,
         });
-        let info = partition.append(&batch.build(0)?, now)?;
-        Ok((Arc::clone(partition), info.last_offset))
+        let batch = batch.build(0)?;
+        off_workers(move || {
+            let info = partition.append(&batch, now)?;
+            Ok((partition, info.last_offset))
+        })
+        .await
     }
 
     /// Applies `txn` as `id`'s state once `stored` says it was stored.
@@ -412,17 +419,27 @@ impl TransactionCoordinator {
         };
         let now = self.clock.now().wall_ms;
         let batch = control_batch(txn.producer_id, txn.producer_epoch, marker, 0, now);
-        let mut written = Vec::with_capacity(txn.partitions.len());
-        for (topic, index) in &txn.partitions {
-            let Some(partition) = self.logs.get(&TopicPartition::new(topic, *index)) else {
-                continue; // the topic was deleted
-            };
-            match partition.append_from(&batch, now, Origin::Coordinator) {
-                Ok(info) => written.push((topic, *index, partition, info.last_offset)),
-                Err(StorageError::Deleted) => {}
-                Err(e) => return Err(e),
+        // A deleted topic's partitions get no marker.
+        let partitions: Vec<_> = txn
+            .partitions
+            .iter()
+            .filter_map(|(topic, index)| {
+                let partition = self.logs.get(&TopicPartition::new(topic, *index))?;
+                Some((topic.clone(), *index, partition))
+            })
+            .collect();
+        let written = off_workers(move || {
+            let mut written = Vec::with_capacity(partitions.len());
+            for (topic, index, partition) in partitions {
+                match partition.append_from(&batch, now, Origin::Coordinator) {
+                    Ok(info) => written.push((topic, index, partition, info.last_offset)),
+                    Err(StorageError::Deleted) => {}
+                    Err(e) => return Err(e),
+                }
             }
-        }
+            Ok(written)
+        })
+        .await?;
         try_join_all(written.iter().map(|(_, _, p, last)| p.wait_durable(*last))).await?;
         for (topic, index, _, _) in &written {
             if topic.as_str() == OFFSETS_TOPIC {

@@ -20,7 +20,7 @@ use crate::txn::state::TxnState;
 struct Coordinators {
     logs: Arc<LogStore>,
     groups: Arc<GroupCoordinator>,
-    txns: TransactionCoordinator,
+    txns: Arc<TransactionCoordinator>,
 }
 
 fn open(dir: &Path, config: TxnConfig) -> Coordinators {
@@ -48,7 +48,11 @@ fn open(dir: &Path, config: TxnConfig) -> Coordinators {
         ids,
     )
     .unwrap();
-    Coordinators { logs, groups, txns }
+    Coordinators {
+        logs,
+        groups,
+        txns: Arc::new(txns),
+    }
 }
 
 impl Coordinators {
@@ -170,8 +174,9 @@ async fn offsets_committed_in_a_transaction_show_when_it_commits() {
     let offsets_partition = c.txns.offsets_partition("readers");
     let commit = |offset: i64| {
         let (topic, partition) = offsets_partition.clone();
-        let txns = &c.txns;
-        let verify = move |id: i64, epoch: i16| txns.verify(id, epoch, &topic, partition);
+        let txns = Arc::clone(&c.txns);
+        let verify: crate::storage::Verify =
+            Arc::new(move |id: i64, epoch: i16| txns.verify(id, epoch, &topic, partition));
         let value = OffsetValue {
             offset,
             leader_epoch: -1,
@@ -188,7 +193,7 @@ async fn offsets_committed_in_a_transaction_show_when_it_commits() {
                     "",
                     None,
                     vec![("input".to_string(), 0, value)],
-                    &verify,
+                    verify,
                 )
                 .await
         }

@@ -1,0 +1,421 @@
+//! Committed offsets: commits (plain and inside transactions), their deletion with a group,
+//! a partition or a topic, and the expiry of long-empty groups' offsets. Offsets are applied
+//! once their records are durable, in the order of their offsets in `__consumer_offsets`.
+
+use bytes::Bytes;
+use eddy_core::log::Record;
+use eddy_core::wire::batch::BatchBuilder;
+use eddy_core::wire::compression::Compression;
+use kafka_protocol::error::ResponseError;
+
+use super::records::{OffsetValue, OffsetsKey};
+use super::{
+    append_error_code, durable, GroupCoordinator, GroupEntry, GroupState, Queued,
+    OFFSET_METADATA_MAX_BYTES,
+};
+use crate::internal_records::TooLong;
+use crate::storage::{StorageError, Verify};
+
+impl GroupCoordinator {
+    /// Commits offsets after checking the committer against the group; the offsets are
+    /// durable when this returns `Ok`. `generation` -1 with an empty member id is a commit from
+    /// outside the group (an admin, or a consumer using assign()), allowed while the group
+    /// has no members.
+    pub(crate) async fn commit_offsets(
+        &self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+        offsets: Vec<(String, i32, OffsetValue)>,
+    ) -> Result<Vec<i16>, i16> {
+        if group_id.is_empty() {
+            return Err(ResponseError::InvalidGroupId.code());
+        }
+        let codes = metadata_codes(&offsets);
+        let queued = {
+            let mut groups = self.lock();
+            let entry = groups
+                .entry(group_id.to_string())
+                .or_insert_with(|| GroupEntry::new(group_id));
+            let group = &entry.group;
+            let outside = generation < 0 && member_id.is_empty();
+            if outside {
+                if !group.members.is_empty() {
+                    return Err(ResponseError::UnknownMemberId.code());
+                }
+            } else {
+                group.check_member(member_id, instance_id, generation)?;
+                // As Kafka: a member of the current generation may commit while the group
+                // prepares a rebalance (it learns of it from its heartbeats), not between the
+                // join and the assignment.
+                if group.state == GroupState::CompletingRebalance {
+                    return Err(ResponseError::RebalanceInProgress.code());
+                }
+                entry.group.touch(member_id, self.clock.now().instant);
+            }
+            let records: Result<Vec<_>, TooLong> = offsets
+                .iter()
+                .zip(&codes)
+                .filter(|(_, code)| **code == 0)
+                .map(|((topic, partition, value), _)| {
+                    let key = OffsetsKey::Offset {
+                        group: group_id.to_string(),
+                        topic: topic.clone(),
+                        partition: *partition,
+                    };
+                    Ok((key, Some(value.encode()?)))
+                })
+                .collect();
+            records
+                .map_err(StorageError::from)
+                .and_then(|records| self.append(group_id, &records))
+        };
+        let log_offset = durable(queued).await.map_err(|e| {
+            tracing::error!(group = group_id, error = %e, "could not store offsets");
+            append_error_code(&e)
+        })?;
+        let mut groups = self.lock();
+        if let Some(entry) = groups.get_mut(group_id) {
+            for ((topic, partition, value), code) in offsets.into_iter().zip(&codes) {
+                if *code == 0 {
+                    entry.apply_offset((topic, partition), value, log_offset);
+                }
+            }
+        }
+        Ok(codes)
+    }
+
+    /// Commits offsets inside a producer's transaction (TxnOffsetCommit): checked against the
+    /// group as KIP-447 asks when the committer names its member and generation, appended as
+    /// the producer's transactional batch (refused unless the group's partition is in the
+    /// producer's transaction, as `verify` tells), and held pending until the transaction ends.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn commit_transactional_offsets(
+        &self,
+        group_id: &str,
+        producer: (i64, i16),
+        generation: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+        offsets: Vec<(String, i32, OffsetValue)>,
+        verify: Verify,
+    ) -> Result<Vec<i16>, i16> {
+        if group_id.is_empty() {
+            return Err(ResponseError::InvalidGroupId.code());
+        }
+        let codes = metadata_codes(&offsets);
+        let (producer_id, epoch) = producer;
+        let queued = {
+            let mut groups = self.lock();
+            if !member_id.is_empty() || generation >= 0 {
+                let Some(entry) = groups.get(group_id) else {
+                    return Err(ResponseError::IllegalGeneration.code());
+                };
+                entry
+                    .group
+                    .check_member(member_id, instance_id, generation)?;
+            }
+            groups
+                .entry(group_id.to_string())
+                .or_insert_with(|| GroupEntry::new(group_id));
+            let now = self.clock.now().wall_ms;
+            let mut batch = BatchBuilder::new(Compression::None)
+                .producer(producer_id, epoch, -1)
+                .transactional();
+            for ((topic, partition, value), _) in
+                offsets.iter().zip(&codes).filter(|(_, c)| **c == 0)
+            {
+                let key = OffsetsKey::Offset {
+                    group: group_id.to_string(),
+                    topic: topic.clone(),
+                    partition: *partition,
+                };
+                let (key, value) = key
+                    .encode()
+                    .and_then(|key| Ok((key, value.encode()?)))
+                    .map_err(|e| {
+                        tracing::error!(group = group_id, error = %e, "could not store offsets");
+                        ResponseError::UnknownServerError.code()
+                    })?;
+                batch.append(&Record {
+                    key: Some(key),
+                    value: Some(value),
+                    headers: Vec::new(),
+                    timestamp: now,
+                });
+            }
+            if batch.is_empty() {
+                return Ok(codes);
+            }
+            let partition = &self.offsets_log[self.partition_for(group_id)];
+            let built = batch
+                .build(0)
+                .map_err(|_| ResponseError::UnknownServerError.code())?;
+            self.appends
+                .push(partition, Bytes::from(built), now, Some(verify))
+        };
+        let last_offset = queued.durable().await.map_err(|e| match e {
+            StorageError::NotInTransaction { .. } => ResponseError::InvalidTxnState.code(),
+            StorageError::InvalidProducerEpoch { .. } => ResponseError::ProducerFenced.code(),
+            e => {
+                tracing::error!(group = group_id, error = %e, "could not store offsets");
+                append_error_code(&e)
+            }
+        })?;
+        let mut groups = self.lock();
+        if let Some(entry) = groups.get_mut(group_id) {
+            let pending = entry.pending.entry(producer_id).or_default();
+            for ((topic, partition, value), code) in offsets.into_iter().zip(&codes) {
+                if *code == 0 {
+                    pending.insert((topic, partition), (value, last_offset));
+                }
+            }
+        }
+        Ok(codes)
+    }
+
+    /// Ends a producer's transaction in the groups of one `__consumer_offsets` partition, once
+    /// its marker there is durable.
+    pub(crate) fn end_transaction(&self, offsets_partition: i32, producer_id: i64, commit: bool) {
+        let mut groups = self.lock();
+        for entry in groups.values_mut() {
+            if self.partition_for(&entry.group.id) as i32 == offsets_partition {
+                entry.end_transaction(producer_id, commit);
+            }
+        }
+    }
+
+    /// Whether a transaction not yet ended holds an offset of `group_id` for the partition
+    /// (OffsetFetch with `require_stable` answers UNSTABLE_OFFSET_COMMIT then).
+    pub(crate) fn has_pending_offset(&self, group_id: &str, topic: &str, partition: i32) -> bool {
+        let key = (topic.to_string(), partition);
+        self.lock()
+            .get(group_id)
+            .is_some_and(|e| e.pending.values().any(|offsets| offsets.contains_key(&key)))
+    }
+
+    /// A group's committed offsets: of the given partitions, or all of them.
+    pub(crate) fn fetch_offsets(
+        &self,
+        group_id: &str,
+        partitions: Option<Vec<(String, i32)>>,
+    ) -> Vec<(String, i32, Option<OffsetValue>)> {
+        let groups = self.lock();
+        let offsets = groups.get(group_id).map(|e| &e.offsets);
+        match partitions {
+            Some(wanted) => wanted
+                .into_iter()
+                .map(|(t, p)| {
+                    let value = offsets.and_then(|o| o.get(&(t.clone(), p)).cloned());
+                    (t, p, value)
+                })
+                .collect(),
+            None => {
+                let mut all: Vec<_> = offsets
+                    .into_iter()
+                    .flatten()
+                    .map(|((t, p), v)| (t.clone(), *p, Some(v.clone())))
+                    .collect();
+                all.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+                all
+            }
+        }
+    }
+
+    /// Deletes groups without members, with their offsets: each group's error code.
+    pub(crate) async fn delete_groups(&self, ids: &[String]) -> Vec<i16> {
+        let mut codes = Vec::with_capacity(ids.len());
+        for id in ids {
+            let result = {
+                let groups = self.lock();
+                match groups.get(id.as_str()) {
+                    None => Err(ResponseError::GroupIdNotFound.code()),
+                    Some(e) if !e.group.members.is_empty() => {
+                        Err(ResponseError::NonEmptyGroup.code())
+                    }
+                    Some(e) => {
+                        let mut tombstones: Vec<_> = e
+                            .offsets
+                            .keys()
+                            .map(|key| offset_tombstone(id, key))
+                            .collect();
+                        tombstones.push((OffsetsKey::Group { group: id.clone() }, None));
+                        Ok(self.append(id, &tombstones))
+                    }
+                }
+            };
+            codes.push(match result {
+                Err(code) => code,
+                Ok(queued) => {
+                    match durable(queued).await {
+                        // Stored: now forget it, unless it came back after the tombstones.
+                        Ok(stored_at) => {
+                            let mut groups = self.lock();
+                            if let Some(entry) = groups.get_mut(id.as_str()) {
+                                entry.forget_offsets(stored_at, |_| true);
+                                if entry.group.members.is_empty() && entry.offsets.is_empty() {
+                                    groups.remove(id.as_str());
+                                }
+                            }
+                            0
+                        }
+                        Err(e) => {
+                            tracing::error!(group = %id, error = %e, "could not delete the group");
+                            append_error_code(&e)
+                        }
+                    }
+                }
+            });
+        }
+        codes
+    }
+
+    /// Deletes a group's offsets for partitions no member is consuming: each partition's
+    /// error code, or the group's.
+    pub(crate) async fn delete_offsets(
+        &self,
+        group_id: &str,
+        partitions: &[(String, i32)],
+    ) -> Result<Vec<i16>, i16> {
+        let (codes, deleted, queued) = {
+            let groups = self.lock();
+            let Some(entry) = groups.get(group_id) else {
+                return Err(ResponseError::GroupIdNotFound.code());
+            };
+            // Members subscribe through opaque protocol metadata; a topic name appearing in a
+            // member's subscription counts as subscribed, as near as the broker can tell.
+            let subscribed = |topic: &str| {
+                entry.group.members.iter().any(|m| {
+                    m.protocols
+                        .iter()
+                        .any(|(_, meta)| meta.windows(topic.len()).any(|w| w == topic.as_bytes()))
+                })
+            };
+            let codes: Vec<i16> = partitions
+                .iter()
+                .map(|(t, _)| {
+                    if subscribed(t) {
+                        ResponseError::GroupSubscribedToTopic.code()
+                    } else {
+                        0
+                    }
+                })
+                .collect();
+            let deleted: Vec<(String, i32)> = partitions
+                .iter()
+                .zip(&codes)
+                .filter(|(_, c)| **c == 0)
+                .map(|(partition, _)| partition.clone())
+                .collect();
+            let tombstones: Vec<_> = deleted
+                .iter()
+                .map(|key| offset_tombstone(group_id, key))
+                .collect();
+            (codes, deleted, self.append(group_id, &tombstones))
+        };
+        let stored_at = durable(queued).await.map_err(|e| {
+            tracing::error!(group = group_id, error = %e, "could not delete offsets");
+            append_error_code(&e)
+        })?;
+        if let Some(entry) = self.lock().get_mut(group_id) {
+            entry.forget_offsets(stored_at, |key| deleted.contains(key));
+        }
+        Ok(codes)
+    }
+
+    /// Deletes every group's committed offsets of a deleted topic, as Kafka does: the
+    /// tombstones are stored first, then the offsets are forgotten (unless a commit stored
+    /// after the tombstone, for a topic made again under the same name, replaced one).
+    pub(crate) async fn delete_topic_offsets(&self, topic: &str) -> Result<(), StorageError> {
+        let queued: Vec<(String, Queued)> = {
+            let groups = self.lock();
+            groups
+                .values()
+                .filter_map(|entry| {
+                    let tombstones: Vec<_> = entry
+                        .offsets
+                        .keys()
+                        .filter(|(t, _)| t == topic)
+                        .map(|key| offset_tombstone(&entry.group.id, key))
+                        .collect();
+                    let id = entry.group.id.clone();
+                    (!tombstones.is_empty()).then(|| (id.clone(), self.append(&id, &tombstones)))
+                })
+                .collect()
+        };
+        // Every group's tombstones are waited for, stored or not: each group forgets the
+        // offsets whose tombstones were stored, and no append is left under way.
+        let mut failed = None;
+        for (group, queued) in queued {
+            match durable(queued).await {
+                Ok(stored_at) => {
+                    if let Some(entry) = self.lock().get_mut(&group) {
+                        entry.forget_offsets(stored_at, |(t, _)| t == topic);
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(%group, topic, error = %e, "could not delete the offsets of a deleted topic");
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// Deletes the offsets of groups that have had no members and no commits for
+    /// `offsets_retention`: counted from the group's last state change or its newest commit,
+    /// whichever is later (KIP-211), so a group that commits without members keeps them.
+    pub(super) async fn expire_offsets(&self, wall_ms: i64) {
+        let retention = self.config.offsets_retention.as_millis() as i64;
+        let expired: Vec<String> = self
+            .lock()
+            .values()
+            .filter(|e| {
+                let newest_commit = e
+                    .offsets
+                    .values()
+                    .map(|o| o.commit_timestamp)
+                    .max()
+                    .unwrap_or(0);
+                let last_activity = e.group.state_timestamp.max(newest_commit);
+                e.group.members.is_empty() && wall_ms - last_activity > retention
+            })
+            .map(|e| e.group.id.clone())
+            .collect();
+        if !expired.is_empty() {
+            tracing::info!(
+                groups = expired.len(),
+                "expiring the offsets of long-empty groups"
+            );
+            self.delete_groups(&expired).await;
+        }
+    }
+}
+
+/// Each offset's code: OFFSET_METADATA_TOO_LARGE for one whose metadata is over the limit.
+fn metadata_codes(offsets: &[(String, i32, OffsetValue)]) -> Vec<i16> {
+    offsets
+        .iter()
+        .map(|(_, _, v)| {
+            if v.metadata.len() > OFFSET_METADATA_MAX_BYTES {
+                ResponseError::OffsetMetadataTooLarge.code()
+            } else {
+                0
+            }
+        })
+        .collect()
+}
+
+/// The record that deletes `group`'s committed offset of `(topic, partition)`.
+fn offset_tombstone(
+    group: &str,
+    (topic, partition): &(String, i32),
+) -> (OffsetsKey, Option<Bytes>) {
+    let key = OffsetsKey::Offset {
+        group: group.to_string(),
+        topic: topic.clone(),
+        partition: *partition,
+    };
+    (key, None)
+}
