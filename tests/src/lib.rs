@@ -9,7 +9,8 @@ use std::io;
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{ApiKey, FetchRequest, RequestHeader, ResponseHeader, TopicName};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -166,6 +167,18 @@ fn encode_request<R: Request>(
         .encode(&mut body, version)
         .map_err(io::Error::other)?;
     Ok(body)
+}
+
+/// A Fetch of partition 0 of `topic` from offset 0 that does not wait, up to 1 MiB.
+pub fn fetch_from_start(topic: &str) -> FetchRequest {
+    FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![
+                FetchPartition::default().with_partition_max_bytes(1 << 20)
+            ])])
 }
 
 /// Reads an i16 error code at the front of a body.

@@ -11,15 +11,13 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use eddy::client::{Admin, NewTopic, Producer, ProducerConfig, ProducerRecord};
 use eddy::embedded::EmbeddedBroker;
-use eddy_tests::WireConnection;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use eddy_tests::{fetch_from_start, WireConnection};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::{
-    FetchRequest, GroupId, HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest,
-    SyncGroupRequest, TopicName,
+    GroupId, HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest, SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -69,17 +67,6 @@ fn heartbeat(member: &(StrBytes, i32)) -> HeartbeatRequest {
         .with_group_id(GroupId(text("slow-disk-group")))
         .with_member_id(member.0.clone())
         .with_generation_id(member.1)
-}
-
-fn fetch(topic: &str) -> FetchRequest {
-    FetchRequest::default()
-        .with_max_wait_ms(0)
-        .with_max_bytes(1 << 20)
-        .with_topics(vec![FetchTopic::default()
-            .with_topic(TopicName(text(topic)))
-            .with_partitions(vec![
-                FetchPartition::default().with_partition_max_bytes(1 << 20)
-            ])])
 }
 
 fn commit(offset: i64) -> OffsetCommitRequest {
@@ -148,7 +135,10 @@ async fn a_slow_disk_delays_only_what_waits_for_it() {
         assert_eq!(answer.error_code, 0);
         beats.push(sent.elapsed());
         let sent = Instant::now();
-        let answer = fetches.request(12, &fetch("cold")).await.unwrap();
+        let answer = fetches
+            .request(12, &fetch_from_start("cold"))
+            .await
+            .unwrap();
         let partition = &answer.responses[0].partitions[0];
         assert_eq!(partition.error_code, 0);
         assert!(partition.records.as_ref().is_some_and(|r| !r.is_empty()));

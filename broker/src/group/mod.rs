@@ -515,7 +515,9 @@ async fn durable(queued: Queued) -> Result<i64, StorageError> {
 /// server error; anything else, COORDINATOR_NOT_AVAILABLE, which clients retry.
 pub(crate) fn append_error_code(error: &StorageError) -> i16 {
     match error {
-        StorageError::Io(_) => ResponseError::NotCoordinator.code(),
+        StorageError::Io(_) | StorageError::FsyncFailed(_) | StorageError::Offline => {
+            ResponseError::NotCoordinator.code()
+        }
         StorageError::BatchTooLarge { .. } => ResponseError::UnknownServerError.code(),
         _ => ResponseError::CoordinatorNotAvailable.code(),
     }

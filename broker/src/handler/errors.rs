@@ -21,7 +21,9 @@ pub(crate) fn storage_code(error: &StorageError) -> i16 {
         StorageError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch.code(),
         StorageError::DuplicateSequence { .. } => ResponseError::DuplicateSequenceNumber.code(),
         StorageError::NotInTransaction { .. } => ResponseError::InvalidTxnState.code(),
-        StorageError::Io(_) => ResponseError::KafkaStorageError.code(),
+        StorageError::Io(_) | StorageError::FsyncFailed(_) | StorageError::Offline => {
+            ResponseError::KafkaStorageError.code()
+        }
     }
 }
 

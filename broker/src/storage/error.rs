@@ -76,6 +76,14 @@ pub(crate) enum StorageError {
     /// The partition was deleted while the operation ran.
     #[error("the partition was deleted")]
     Deleted,
+    /// An fsync (or a segment roll, which fsyncs) failed: what was written may or may not be
+    /// on disk, and a later fsync could not tell, so the partition goes offline.
+    #[error("fsync failed, the partition goes offline: {0}")]
+    FsyncFailed(std::io::Error),
+    /// The partition went offline after a failed fsync; a restart of the broker recovers it
+    /// from what is on disk, as Kafka takes a failed log directory offline.
+    #[error("the partition is offline after a failed fsync; restart the broker to recover it")]
+    Offline,
     /// The disk failed us.
     #[error("storage I/O error: {0}")]
     Io(#[from] std::io::Error),

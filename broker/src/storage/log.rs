@@ -267,7 +267,7 @@ impl Log {
         }
 
         let durable_by_roll = if self.should_roll(records.len() as u64, now_ms) {
-            Some(self.roll(now_ms)?)
+            Some(self.roll(now_ms).map_err(StorageError::FsyncFailed)?)
         } else {
             None
         };

@@ -169,6 +169,8 @@ fn remove_dir_if_present(dir: &Path) -> io::Result<()> {
 }
 
 #[cfg(test)]
+mod offline_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod transaction_tests;

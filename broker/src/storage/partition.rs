@@ -34,6 +34,8 @@ pub(crate) struct Partition {
     high_watermark: watch::Sender<Offset>,
     flush: tokio::sync::Mutex<()>,
     deleted: AtomicBool,
+    /// Set when an fsync failed: nothing is appended, made durable or read any more.
+    offline: AtomicBool,
     faults: StorageFaults,
 }
 
@@ -82,6 +84,7 @@ impl Partition {
             high_watermark,
             flush: tokio::sync::Mutex::new(()),
             deleted: AtomicBool::new(false),
+            offline: AtomicBool::new(false),
             faults: StorageFaults::default(),
         })
     }
@@ -105,9 +108,27 @@ impl Partition {
     fn check_live(&self) -> Result<(), StorageError> {
         if self.deleted.load(Ordering::Acquire) {
             Err(StorageError::Deleted)
+        } else if self.offline.load(Ordering::Acquire) {
+            Err(StorageError::Offline)
         } else {
             Ok(())
         }
+    }
+
+    /// Takes the partition offline if `result` is a failed fsync. After a failed fsync the
+    /// kernel may have dropped the pages it could not write, and a retried fsync would then
+    /// succeed without them: nothing this partition answers could be trusted until a restart
+    /// recovers it from what is really on disk.
+    fn offline_on_failed_fsync<T>(
+        &self,
+        result: Result<T, StorageError>,
+    ) -> Result<T, StorageError> {
+        if let Err(StorageError::FsyncFailed(e)) = &result {
+            if !self.offline.swap(true, Ordering::AcqRel) {
+                tracing::error!(partition = %self.topic_partition, error = %e, "fsync failed: the partition is offline until the broker restarts");
+            }
+        }
+        result
     }
 
     /// Appends one or more whole record batches of a producer that is not transactional and
@@ -137,7 +158,8 @@ impl Partition {
         self.check_live()?;
         let mut log = self.lock();
         self.faults.before_append()?;
-        let (info, durable_by_roll) = log.append(records, now_ms, origin)?;
+        let (info, durable_by_roll) =
+            self.offline_on_failed_fsync(log.append(records, now_ms, origin))?;
         if !log.config.fsync_before_ack {
             self.advance_high_watermark(info.last_offset + 1);
         } else if let Some(durable) = durable_by_roll {
@@ -175,18 +197,22 @@ impl Partition {
     /// segment roll may hold it across its own fsyncs) and returns the offset below which
     /// every record is now durable.
     async fn sync(&self) -> Result<Offset, StorageError> {
+        self.check_live()?;
         let log = Arc::clone(&self.log);
         let faults = self.faults.clone();
-        off_workers(move || {
+        let synced = off_workers(move || {
             let (file, target) = {
                 let log = lock(&log);
                 (log.active_file(), log.next_offset())
             };
-            faults.before_fsync()?;
-            file.sync_data()?;
+            faults
+                .before_fsync()
+                .and_then(|()| file.sync_data())
+                .map_err(StorageError::FsyncFailed)?;
             Ok(target)
         })
-        .await
+        .await;
+        self.offline_on_failed_fsync(synced)
     }
 
     fn advance_high_watermark(&self, offset: Offset) {
