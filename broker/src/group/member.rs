@@ -7,6 +7,8 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use super::error::GroupError;
+
 /// A group's state, named as Kafka names it in DescribeGroups.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum GroupState {
@@ -32,7 +34,8 @@ impl GroupState {
 /// What a JoinGroup is answered with.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct JoinResult {
-    pub(crate) error_code: i16,
+    /// Why the join was refused, if it was.
+    pub(crate) error: Option<GroupError>,
     pub(crate) generation: i32,
     pub(crate) protocol_type: Option<String>,
     pub(crate) protocol: Option<String>,
@@ -44,9 +47,9 @@ pub(crate) struct JoinResult {
 
 impl JoinResult {
     /// A join refused with `code`.
-    pub(crate) fn error(code: i16, member_id: &str) -> Self {
+    pub(crate) fn error(error: GroupError, member_id: &str) -> Self {
         Self {
-            error_code: code,
+            error: Some(error),
             generation: -1,
             member_id: member_id.to_string(),
             ..Self::default()
@@ -54,8 +57,8 @@ impl JoinResult {
     }
 }
 
-/// What a SyncGroup is answered with: an error code and the member's assignment.
-pub(crate) type SyncResult = (i16, Bytes);
+/// What a SyncGroup is answered with: the member's assignment, or why not.
+pub(crate) type SyncResult = Result<Bytes, GroupError>;
 
 /// A JoinGroup as the group sees it.
 #[derive(Debug, Clone)]

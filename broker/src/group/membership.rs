@@ -16,10 +16,10 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kafka_protocol::error::ResponseError;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use super::error::GroupError;
 pub(crate) use super::member::{GroupState, JoinRequest, JoinResult, Member, Pending, SyncResult};
 use super::records::{GroupValue, StoredMember};
 
@@ -134,19 +134,19 @@ impl Group {
         member_id: &str,
         instance_id: Option<&str>,
         generation: i32,
-    ) -> Result<(), i16> {
+    ) -> Result<(), GroupError> {
         if let Some(instance) = instance_id {
             if let Some(m) = self.static_member(instance) {
                 if m.member_id != member_id {
-                    return Err(ResponseError::FencedInstanceId.code());
+                    return Err(GroupError::FencedInstanceId);
                 }
             }
         }
         if self.member(member_id).is_none() {
-            return Err(ResponseError::UnknownMemberId.code());
+            return Err(GroupError::UnknownMemberId);
         }
         if generation != -1 && generation != self.generation {
-            return Err(ResponseError::IllegalGeneration.code());
+            return Err(GroupError::IllegalGeneration);
         }
         Ok(())
     }
@@ -167,11 +167,11 @@ impl Group {
         };
         if let Some(t) = &self.protocol_type {
             if !self.members.is_empty() && *t != request.protocol_type {
-                return fail(ResponseError::InconsistentGroupProtocol.code());
+                return fail(GroupError::InconsistentGroupProtocol);
             }
         }
         if !self.members.is_empty() && !self.supports_any(&request.protocols) {
-            return fail(ResponseError::InconsistentGroupProtocol.code());
+            return fail(GroupError::InconsistentGroupProtocol);
         }
 
         let mut member_id = request.member_id.clone();
@@ -186,8 +186,7 @@ impl Group {
                 member_id = new_member_id();
                 self.pending_members
                     .insert(member_id.clone(), now + request.session_timeout);
-                let mut reply =
-                    JoinResult::error(ResponseError::MemberIdRequired.code(), &member_id);
+                let mut reply = JoinResult::error(GroupError::MemberIdRequired, &member_id);
                 reply.generation = -1;
                 return (Pending::Now(reply), Changed::No);
             } else {
@@ -196,7 +195,7 @@ impl Group {
         } else if self.member(&member_id).is_none()
             && self.pending_members.remove(&member_id).is_none()
         {
-            return fail(ResponseError::UnknownMemberId.code());
+            return fail(GroupError::UnknownMemberId);
         } else if let Err(code) =
             self.check_member_instance(&member_id, request.group_instance_id.as_deref())
         {
@@ -245,10 +244,14 @@ impl Group {
         (Pending::Later(receiver), changed)
     }
 
-    fn check_member_instance(&self, member_id: &str, instance_id: Option<&str>) -> Result<(), i16> {
+    fn check_member_instance(
+        &self,
+        member_id: &str,
+        instance_id: Option<&str>,
+    ) -> Result<(), GroupError> {
         match (instance_id, self.member(member_id)) {
             (Some(instance), _) => match self.static_member(instance) {
-                Some(m) if m.member_id != member_id => Err(ResponseError::FencedInstanceId.code()),
+                Some(m) if m.member_id != member_id => Err(GroupError::FencedInstanceId),
                 _ => Ok(()),
             },
             _ => Ok(()),
@@ -269,18 +272,15 @@ impl Group {
         let stable = self.state == GroupState::Stable;
         let Some(member) = self.member_mut(old) else {
             return (
-                Pending::Now(JoinResult::error(ResponseError::UnknownMemberId.code(), "")),
+                Pending::Now(JoinResult::error(GroupError::UnknownMemberId, "")),
                 Changed::No,
             );
         };
         if let Some(waiter) = member.join_waiter.take() {
-            let _ = waiter.send(JoinResult::error(
-                ResponseError::FencedInstanceId.code(),
-                old,
-            ));
+            let _ = waiter.send(JoinResult::error(GroupError::FencedInstanceId, old));
         }
         if let Some(waiter) = member.sync_waiter.take() {
-            let _ = waiter.send((ResponseError::FencedInstanceId.code(), Bytes::new()));
+            let _ = waiter.send(Err(GroupError::FencedInstanceId));
         }
         member.member_id = new_id.clone();
         member.rejoined(request, now);
@@ -337,7 +337,7 @@ impl Group {
         // Members waiting for their assignment must rejoin.
         for m in &mut self.members {
             if let Some(waiter) = m.sync_waiter.take() {
-                let _ = waiter.send((ResponseError::RebalanceInProgress.code(), Bytes::new()));
+                let _ = waiter.send(Err(GroupError::RebalanceInProgress));
             }
         }
         let timeout = self
@@ -440,7 +440,7 @@ impl Group {
     fn join_result_for(&self, member_id: &str, leader: bool) -> JoinResult {
         let protocol = self.protocol.clone().unwrap_or_default();
         JoinResult {
-            error_code: 0,
+            error: None,
             generation: self.generation,
             protocol_type: self.protocol_type.clone(),
             protocol: self.protocol.clone(),
@@ -474,12 +474,12 @@ impl Group {
         assignments: Vec<(String, Bytes)>,
         wall_ms: i64,
     ) -> (Pending<SyncResult>, Changed) {
-        if let Err(code) = self.check_member(member_id, instance_id, generation) {
-            return (Pending::Now((code, Bytes::new())), Changed::No);
+        if let Err(error) = self.check_member(member_id, instance_id, generation) {
+            return (Pending::Now(Err(error)), Changed::No);
         }
         match self.state {
             GroupState::PreparingRebalance => (
-                Pending::Now((ResponseError::RebalanceInProgress.code(), Bytes::new())),
+                Pending::Now(Err(GroupError::RebalanceInProgress)),
                 Changed::No,
             ),
             GroupState::Stable => {
@@ -487,12 +487,11 @@ impl Group {
                     .member(member_id)
                     .map(|m| m.assignment.clone())
                     .unwrap_or_default();
-                (Pending::Now((0, assignment)), Changed::No)
+                (Pending::Now(Ok(assignment)), Changed::No)
             }
-            GroupState::Empty | GroupState::Dead => (
-                Pending::Now((ResponseError::UnknownMemberId.code(), Bytes::new())),
-                Changed::No,
-            ),
+            GroupState::Empty | GroupState::Dead => {
+                (Pending::Now(Err(GroupError::UnknownMemberId)), Changed::No)
+            }
             GroupState::CompletingRebalance => {
                 let (sender, receiver) = oneshot::channel();
                 if let Some(m) = self.member_mut(member_id) {
@@ -520,18 +519,18 @@ impl Group {
     pub(crate) fn release_sync_waiters(&mut self) {
         for m in &mut self.members {
             if let Some(waiter) = m.sync_waiter.take() {
-                let _ = waiter.send((0, m.assignment.clone()));
+                let _ = waiter.send(Ok(m.assignment.clone()));
             }
         }
     }
 
     /// The assignment of `generation` could not be stored: as Kafka does, the members waiting
-    /// for it get `error_code`, the assignment is dropped and the group rebalances again.
+    /// for it get `error`, the assignment is dropped and the group rebalances again.
     /// Nothing happens if the group has moved on from that generation meanwhile.
     pub(crate) fn assignment_not_stored(
         &mut self,
         generation: i32,
-        error_code: i16,
+        error: GroupError,
         now: Instant,
         wall_ms: i64,
     ) {
@@ -541,7 +540,7 @@ impl Group {
         for m in &mut self.members {
             m.assignment = Bytes::new();
             if let Some(waiter) = m.sync_waiter.take() {
-                let _ = waiter.send((error_code, Bytes::new()));
+                let _ = waiter.send(Err(error));
             }
         }
         self.prepare_rebalance(now, wall_ms);
@@ -561,21 +560,19 @@ impl Group {
         instance_id: Option<&str>,
         generation: i32,
         now: Instant,
-    ) -> i16 {
-        if let Err(code) = self.check_member(member_id, instance_id, generation) {
-            return code;
-        }
+    ) -> Result<(), GroupError> {
+        self.check_member(member_id, instance_id, generation)?;
         if let Some(m) = self.member_mut(member_id) {
             m.session_deadline = now + m.session_timeout;
         }
         match self.state {
-            GroupState::PreparingRebalance => ResponseError::RebalanceInProgress.code(),
-            GroupState::Empty | GroupState::Dead => ResponseError::UnknownMemberId.code(),
-            _ => 0,
+            GroupState::PreparingRebalance => Err(GroupError::RebalanceInProgress),
+            GroupState::Empty | GroupState::Dead => Err(GroupError::UnknownMemberId),
+            _ => Ok(()),
         }
     }
 
-    /// Handles one member of a LeaveGroup. Returns its error code and whether the group
+    /// Handles one member of a LeaveGroup. Returns whether it left and whether the group
     /// changed.
     pub(crate) fn leave(
         &mut self,
@@ -583,20 +580,20 @@ impl Group {
         instance_id: Option<&str>,
         now: Instant,
         wall_ms: i64,
-    ) -> (i16, Changed) {
+    ) -> (Result<(), GroupError>, Changed) {
         let member_id = match (member_id, instance_id) {
             ("", Some(instance)) => match self.static_member(instance) {
                 Some(m) => m.member_id.clone(),
-                None => return (ResponseError::UnknownMemberId.code(), Changed::No),
+                None => return (Err(GroupError::UnknownMemberId), Changed::No),
             },
             (id, instance) => {
-                if let Err(code) = self.check_member(id, instance, -1) {
-                    return (code, Changed::No);
+                if let Err(error) = self.check_member(id, instance, -1) {
+                    return (Err(error), Changed::No);
                 }
                 id.to_string()
             }
         };
-        (0, self.remove_member(&member_id, now, wall_ms))
+        (Ok(()), self.remove_member(&member_id, now, wall_ms))
     }
 
     fn remove_member(&mut self, member_id: &str, now: Instant, wall_ms: i64) -> Changed {
@@ -605,13 +602,10 @@ impl Group {
         };
         let member = self.members.remove(index);
         if let Some(waiter) = member.join_waiter {
-            let _ = waiter.send(JoinResult::error(
-                ResponseError::UnknownMemberId.code(),
-                member_id,
-            ));
+            let _ = waiter.send(JoinResult::error(GroupError::UnknownMemberId, member_id));
         }
         if let Some(waiter) = member.sync_waiter {
-            let _ = waiter.send((ResponseError::UnknownMemberId.code(), Bytes::new()));
+            let _ = waiter.send(Err(GroupError::UnknownMemberId));
         }
         match self.state {
             GroupState::Stable | GroupState::CompletingRebalance => {

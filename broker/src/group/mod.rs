@@ -21,6 +21,7 @@
 //! transactional batch and held pending until the transaction coordinator's marker reaches the
 //! group's partition: a COMMIT makes them the group's offsets, an ABORT discards them.
 
+mod error;
 mod member;
 mod membership;
 mod offsets;
@@ -35,9 +36,9 @@ use bytes::Bytes;
 use eddy_core::log::Record;
 use eddy_core::wire::batch::BatchBuilder;
 use eddy_core::wire::compression::Compression;
-use kafka_protocol::error::ResponseError;
 use tokio::sync::watch;
 
+pub(crate) use error::{GroupError, NotStored};
 use membership::{Changed, Group};
 pub(crate) use membership::{GroupState, JoinRequest, JoinResult, Pending, SyncResult};
 pub(crate) use records::OffsetValue;
@@ -246,12 +247,12 @@ impl GroupCoordinator {
     pub(crate) async fn join(&self, group_id: &str, request: JoinRequest) -> JoinResult {
         let member_id = request.member_id.clone();
         if group_id.is_empty() {
-            return JoinResult::error(ResponseError::InvalidGroupId.code(), &member_id);
+            return JoinResult::error(GroupError::InvalidGroupId, &member_id);
         }
         if request.session_timeout < self.config.min_session_timeout
             || request.session_timeout > self.config.max_session_timeout
         {
-            return JoinResult::error(ResponseError::InvalidSessionTimeout.code(), &member_id);
+            return JoinResult::error(GroupError::InvalidSessionTimeout, &member_id);
         }
         let client_id = request.client_id.clone();
         let (pending, changed, queued) = {
@@ -271,7 +272,7 @@ impl GroupCoordinator {
         };
         if let Err(e) = durable(queued).await {
             tracing::error!(group = group_id, error = %e, "could not store the group");
-            let code = append_error_code(&e);
+            let error = GroupError::from(&e);
             // As Kafka: a returning static member keeps its old id, and this join fails. A
             // group left empty whose new generation was not stored is only logged (no member
             // is in that generation).
@@ -284,14 +285,14 @@ impl GroupCoordinator {
                 if let Some(entry) = self.lock().get_mut(group_id) {
                     entry.group.undo_replacement(&old, &new, was_leader);
                 }
-                return JoinResult::error(code, "");
+                return JoinResult::error(error, "");
             }
         }
         match pending {
             Pending::Now(result) => result,
-            Pending::Later(receiver) => receiver.await.unwrap_or_else(|_| {
-                JoinResult::error(ResponseError::UnknownMemberId.code(), &member_id)
-            }),
+            Pending::Later(receiver) => receiver
+                .await
+                .unwrap_or_else(|_| JoinResult::error(GroupError::UnknownMemberId, &member_id)),
         }
     }
 
@@ -307,7 +308,7 @@ impl GroupCoordinator {
         let (pending, queued) = {
             let mut groups = self.lock();
             let Some(entry) = groups.get_mut(group_id) else {
-                return (ResponseError::UnknownMemberId.code(), Bytes::new());
+                return Err(GroupError::UnknownMemberId);
             };
             let (pending, changed) = entry.group.sync(
                 member_id,
@@ -333,7 +334,7 @@ impl GroupCoordinator {
                         let now = self.clock.now();
                         entry.group.assignment_not_stored(
                             generation,
-                            append_error_code(&e),
+                            GroupError::from(&e),
                             now.instant,
                             now.wall_ms,
                         );
@@ -345,7 +346,7 @@ impl GroupCoordinator {
             Pending::Now(result) => result,
             Pending::Later(receiver) => receiver
                 .await
-                .unwrap_or((ResponseError::RebalanceInProgress.code(), Bytes::new())),
+                .unwrap_or(Err(GroupError::RebalanceInProgress)),
         }
     }
 
@@ -356,14 +357,14 @@ impl GroupCoordinator {
         member_id: &str,
         instance_id: Option<&str>,
         generation: i32,
-    ) -> i16 {
+    ) -> Result<(), GroupError> {
         match self.lock().get_mut(group_id) {
             Some(entry) => {
                 entry
                     .group
                     .heartbeat(member_id, instance_id, generation, self.clock.now().instant)
             }
-            None => ResponseError::UnknownMemberId.code(),
+            None => Err(GroupError::UnknownMemberId),
         }
     }
 
@@ -373,11 +374,11 @@ impl GroupCoordinator {
         &self,
         group_id: &str,
         members: &[(String, Option<String>)],
-    ) -> Result<Vec<i16>, i16> {
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
         let (codes, queued) = {
             let mut groups = self.lock();
             let Some(entry) = groups.get_mut(group_id) else {
-                return Ok(vec![ResponseError::UnknownMemberId.code(); members.len()]);
+                return Ok(vec![Err(GroupError::UnknownMemberId); members.len()]);
             };
             let mut store_needed = false;
             let codes = members
@@ -401,7 +402,7 @@ impl GroupCoordinator {
         };
         durable(queued).await.map_err(|e| {
             tracing::error!(group = group_id, error = %e, "could not store the group");
-            append_error_code(&e)
+            GroupError::from(&e)
         })?;
         Ok(codes)
     }
@@ -506,20 +507,6 @@ async fn durable(queued: Queued) -> Result<i64, StorageError> {
     match queued? {
         Some(queued) => queued.durable().await,
         None => Ok(-1),
-    }
-}
-
-/// The error code a coordinator answers when its records could not be stored, as Kafka's
-/// (`appendGroupMetadataErrorToResponseError`): the disk failing means the broker can no
-/// longer coordinate from this partition (NOT_COORDINATOR); a batch refused for its size is a
-/// server error; anything else, COORDINATOR_NOT_AVAILABLE, which clients retry.
-pub(crate) fn append_error_code(error: &StorageError) -> i16 {
-    match error {
-        StorageError::Io(_) | StorageError::FsyncFailed(_) | StorageError::Offline => {
-            ResponseError::NotCoordinator.code()
-        }
-        StorageError::BatchTooLarge { .. } => ResponseError::UnknownServerError.code(),
-        _ => ResponseError::CoordinatorNotAvailable.code(),
     }
 }
 

@@ -6,13 +6,10 @@ use bytes::Bytes;
 use eddy_core::log::Record;
 use eddy_core::wire::batch::BatchBuilder;
 use eddy_core::wire::compression::Compression;
-use kafka_protocol::error::ResponseError;
 
+use super::error::{GroupError, NotStored};
 use super::records::{OffsetValue, OffsetsKey};
-use super::{
-    append_error_code, durable, GroupCoordinator, GroupEntry, GroupState, Queued,
-    OFFSET_METADATA_MAX_BYTES,
-};
+use super::{durable, GroupCoordinator, GroupEntry, GroupState, Queued, OFFSET_METADATA_MAX_BYTES};
 use crate::internal_records::TooLong;
 use crate::storage::{StorageError, Verify};
 
@@ -28,9 +25,9 @@ impl GroupCoordinator {
         member_id: &str,
         instance_id: Option<&str>,
         offsets: Vec<(String, i32, OffsetValue)>,
-    ) -> Result<Vec<i16>, i16> {
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
         if group_id.is_empty() {
-            return Err(ResponseError::InvalidGroupId.code());
+            return Err(GroupError::InvalidGroupId);
         }
         let codes = metadata_codes(&offsets);
         let queued = {
@@ -42,7 +39,7 @@ impl GroupCoordinator {
             let outside = generation < 0 && member_id.is_empty();
             if outside {
                 if !group.members.is_empty() {
-                    return Err(ResponseError::UnknownMemberId.code());
+                    return Err(GroupError::UnknownMemberId);
                 }
             } else {
                 group.check_member(member_id, instance_id, generation)?;
@@ -50,14 +47,14 @@ impl GroupCoordinator {
                 // prepares a rebalance (it learns of it from its heartbeats), not between the
                 // join and the assignment.
                 if group.state == GroupState::CompletingRebalance {
-                    return Err(ResponseError::RebalanceInProgress.code());
+                    return Err(GroupError::RebalanceInProgress);
                 }
                 entry.group.touch(member_id, self.clock.now().instant);
             }
             let records: Result<Vec<_>, TooLong> = offsets
                 .iter()
                 .zip(&codes)
-                .filter(|(_, code)| **code == 0)
+                .filter(|(_, code)| code.is_ok())
                 .map(|((topic, partition, value), _)| {
                     let key = OffsetsKey::Offset {
                         group: group_id.to_string(),
@@ -73,12 +70,12 @@ impl GroupCoordinator {
         };
         let log_offset = durable(queued).await.map_err(|e| {
             tracing::error!(group = group_id, error = %e, "could not store offsets");
-            append_error_code(&e)
+            GroupError::from(&e)
         })?;
         let mut groups = self.lock();
         if let Some(entry) = groups.get_mut(group_id) {
             for ((topic, partition, value), code) in offsets.into_iter().zip(&codes) {
-                if *code == 0 {
+                if code.is_ok() {
                     entry.apply_offset((topic, partition), value, log_offset);
                 }
             }
@@ -100,9 +97,9 @@ impl GroupCoordinator {
         instance_id: Option<&str>,
         offsets: Vec<(String, i32, OffsetValue)>,
         verify: Verify,
-    ) -> Result<Vec<i16>, i16> {
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
         if group_id.is_empty() {
-            return Err(ResponseError::InvalidGroupId.code());
+            return Err(GroupError::InvalidGroupId);
         }
         let codes = metadata_codes(&offsets);
         let (producer_id, epoch) = producer;
@@ -110,7 +107,7 @@ impl GroupCoordinator {
             let mut groups = self.lock();
             if !member_id.is_empty() || generation >= 0 {
                 let Some(entry) = groups.get(group_id) else {
-                    return Err(ResponseError::IllegalGeneration.code());
+                    return Err(GroupError::IllegalGeneration);
                 };
                 entry
                     .group
@@ -124,7 +121,7 @@ impl GroupCoordinator {
                 .producer(producer_id, epoch, -1)
                 .transactional();
             for ((topic, partition, value), _) in
-                offsets.iter().zip(&codes).filter(|(_, c)| **c == 0)
+                offsets.iter().zip(&codes).filter(|(_, c)| c.is_ok())
             {
                 let key = OffsetsKey::Offset {
                     group: group_id.to_string(),
@@ -136,7 +133,7 @@ impl GroupCoordinator {
                     .and_then(|key| Ok((key, value.encode()?)))
                     .map_err(|e| {
                         tracing::error!(group = group_id, error = %e, "could not store offsets");
-                        ResponseError::UnknownServerError.code()
+                        GroupError::NotStored(NotStored::Unwritable)
                     })?;
                 batch.append(&Record {
                     key: Some(key),
@@ -151,23 +148,23 @@ impl GroupCoordinator {
             let partition = &self.offsets_log[self.partition_for(group_id)];
             let built = batch
                 .build(0)
-                .map_err(|_| ResponseError::UnknownServerError.code())?;
+                .map_err(|_| GroupError::NotStored(NotStored::Unwritable))?;
             self.appends
                 .push(partition, Bytes::from(built), now, Some(verify))
         };
         let last_offset = queued.durable().await.map_err(|e| match e {
-            StorageError::NotInTransaction { .. } => ResponseError::InvalidTxnState.code(),
-            StorageError::InvalidProducerEpoch { .. } => ResponseError::ProducerFenced.code(),
+            StorageError::NotInTransaction { .. } => GroupError::InvalidTxnState,
+            StorageError::InvalidProducerEpoch { .. } => GroupError::ProducerFenced,
             e => {
                 tracing::error!(group = group_id, error = %e, "could not store offsets");
-                append_error_code(&e)
+                GroupError::from(&e)
             }
         })?;
         let mut groups = self.lock();
         if let Some(entry) = groups.get_mut(group_id) {
             let pending = entry.pending.entry(producer_id).or_default();
             for ((topic, partition, value), code) in offsets.into_iter().zip(&codes) {
-                if *code == 0 {
+                if code.is_ok() {
                     pending.insert((topic, partition), (value, last_offset));
                 }
             }
@@ -223,17 +220,15 @@ impl GroupCoordinator {
         }
     }
 
-    /// Deletes groups without members, with their offsets: each group's error code.
-    pub(crate) async fn delete_groups(&self, ids: &[String]) -> Vec<i16> {
+    /// Deletes groups without members, with their offsets: whether each group was deleted.
+    pub(crate) async fn delete_groups(&self, ids: &[String]) -> Vec<Result<(), GroupError>> {
         let mut codes = Vec::with_capacity(ids.len());
         for id in ids {
             let result = {
                 let groups = self.lock();
                 match groups.get(id.as_str()) {
-                    None => Err(ResponseError::GroupIdNotFound.code()),
-                    Some(e) if !e.group.members.is_empty() => {
-                        Err(ResponseError::NonEmptyGroup.code())
-                    }
+                    None => Err(GroupError::GroupIdNotFound),
+                    Some(e) if !e.group.members.is_empty() => Err(GroupError::NonEmptyGroup),
                     Some(e) => {
                         let mut tombstones: Vec<_> = e
                             .offsets
@@ -246,7 +241,7 @@ impl GroupCoordinator {
                 }
             };
             codes.push(match result {
-                Err(code) => code,
+                Err(error) => Err(error),
                 Ok(queued) => {
                     match durable(queued).await {
                         // Stored: now forget it, unless it came back after the tombstones.
@@ -258,11 +253,11 @@ impl GroupCoordinator {
                                     groups.remove(id.as_str());
                                 }
                             }
-                            0
+                            Ok(())
                         }
                         Err(e) => {
                             tracing::error!(group = %id, error = %e, "could not delete the group");
-                            append_error_code(&e)
+                            Err(GroupError::from(&e))
                         }
                     }
                 }
@@ -271,17 +266,17 @@ impl GroupCoordinator {
         codes
     }
 
-    /// Deletes a group's offsets for partitions no member is consuming: each partition's
-    /// error code, or the group's.
+    /// Deletes a group's offsets for partitions no member is consuming: whether each
+    /// partition's was, or why the group's could not be.
     pub(crate) async fn delete_offsets(
         &self,
         group_id: &str,
         partitions: &[(String, i32)],
-    ) -> Result<Vec<i16>, i16> {
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
         let (codes, deleted, queued) = {
             let groups = self.lock();
             let Some(entry) = groups.get(group_id) else {
-                return Err(ResponseError::GroupIdNotFound.code());
+                return Err(GroupError::GroupIdNotFound);
             };
             // Members subscribe through opaque protocol metadata; a topic name appearing in a
             // member's subscription counts as subscribed, as near as the broker can tell.
@@ -292,20 +287,20 @@ impl GroupCoordinator {
                         .any(|(_, meta)| meta.windows(topic.len()).any(|w| w == topic.as_bytes()))
                 })
             };
-            let codes: Vec<i16> = partitions
+            let codes: Vec<Result<(), GroupError>> = partitions
                 .iter()
                 .map(|(t, _)| {
                     if subscribed(t) {
-                        ResponseError::GroupSubscribedToTopic.code()
+                        Err(GroupError::GroupSubscribedToTopic)
                     } else {
-                        0
+                        Ok(())
                     }
                 })
                 .collect();
             let deleted: Vec<(String, i32)> = partitions
                 .iter()
                 .zip(&codes)
-                .filter(|(_, c)| **c == 0)
+                .filter(|(_, c)| c.is_ok())
                 .map(|(partition, _)| partition.clone())
                 .collect();
             let tombstones: Vec<_> = deleted
@@ -316,7 +311,7 @@ impl GroupCoordinator {
         };
         let stored_at = durable(queued).await.map_err(|e| {
             tracing::error!(group = group_id, error = %e, "could not delete offsets");
-            append_error_code(&e)
+            GroupError::from(&e)
         })?;
         if let Some(entry) = self.lock().get_mut(group_id) {
             entry.forget_offsets(stored_at, |key| deleted.contains(key));
@@ -393,15 +388,15 @@ impl GroupCoordinator {
     }
 }
 
-/// Each offset's code: OFFSET_METADATA_TOO_LARGE for one whose metadata is over the limit.
-fn metadata_codes(offsets: &[(String, i32, OffsetValue)]) -> Vec<i16> {
+/// Whether each offset may be committed: not if its metadata is over the limit.
+fn metadata_codes(offsets: &[(String, i32, OffsetValue)]) -> Vec<Result<(), GroupError>> {
     offsets
         .iter()
         .map(|(_, _, v)| {
             if v.metadata.len() > OFFSET_METADATA_MAX_BYTES {
-                ResponseError::OffsetMetadataTooLarge.code()
+                Err(GroupError::OffsetMetadataTooLarge)
             } else {
-                0
+                Ok(())
             }
         })
         .collect()

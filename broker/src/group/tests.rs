@@ -29,7 +29,7 @@ async fn commit_from_outside(
     coordinator: &GroupCoordinator,
     group: &str,
     value: OffsetValue,
-) -> Result<Vec<i16>, i16> {
+) -> Result<Vec<Result<(), GroupError>>, GroupError> {
     coordinator
         .commit_offsets(group, -1, "", None, vec![("orders".into(), 0, value)])
         .await
@@ -284,7 +284,7 @@ async fn a_silent_member_leaves_when_its_session_ends_on_the_coordinators_clock(
     let timers = tokio::spawn(Arc::clone(&coordinator).run_timers(stopped));
     let session = Duration::from_secs(10);
     let joined = coordinator.join("g", silent_member(session)).await;
-    assert_eq!(joined.error_code, 0);
+    assert_eq!(joined.error, None);
     let members = |c: &GroupCoordinator| c.describe("g").map_or(0, |d| d.members.len());
     assert_eq!(members(&coordinator), 1);
     // No heartbeat: nothing changes before the session ends, the member goes after it.
@@ -376,13 +376,13 @@ async fn apply_op(coordinator: &GroupCoordinator, op: &OffsetsOp) -> bool {
             let answer = coordinator
                 .commit_offsets(&name("g", g), -1, "", None, commits)
                 .await;
-            answer.is_ok_and(|codes| codes == [0])
+            answer.is_ok_and(|done| done == [Ok(())])
         }
-        OffsetsOp::DeleteGroup(g) => coordinator.delete_groups(&[name("g", g)]).await == [0],
+        OffsetsOp::DeleteGroup(g) => coordinator.delete_groups(&[name("g", g)]).await == [Ok(())],
         OffsetsOp::DeleteOffset(g, t, p) => {
             let partitions = [(name("t", t), p)];
             let answer = coordinator.delete_offsets(&name("g", g), &partitions).await;
-            answer.is_ok_and(|codes| codes == [0])
+            answer.is_ok_and(|done| done == [Ok(())])
         }
         OffsetsOp::DeleteTopic(t) => coordinator
             .delete_topic_offsets(&name("t", t))
@@ -465,8 +465,8 @@ async fn stable_group(
 ) -> (GroupCoordinator, JoinResult) {
     let coordinator = coordinator_with_faults(dir, 1, faults);
     let joined = coordinator.join("g", member).await;
-    assert_eq!(joined.error_code, 0);
-    let (code, assignment) = coordinator
+    assert_eq!(joined.error, None);
+    let assignment = coordinator
         .sync(
             "g",
             &joined.member_id,
@@ -475,7 +475,7 @@ async fn stable_group(
             vec![(joined.member_id.clone(), Bytes::from_static(b"first"))],
         )
         .await;
-    assert_eq!((code, &assignment[..]), (0, &b"first"[..]));
+    assert_eq!(assignment.as_deref(), Ok(&b"first"[..]));
     (coordinator, joined)
 }
 
@@ -490,7 +490,7 @@ async fn an_assignment_that_cannot_be_stored_is_not_handed_out_and_the_group_reb
     };
     // A new rebalance, whose assignment meets a full disk.
     let rejoined = coordinator.join("g", member.clone()).await;
-    assert_eq!(rejoined.error_code, 0);
+    assert_eq!(rejoined.error, None);
     assert_eq!(rejoined.generation, joined.generation + 1);
     faults.fill_disk(true);
     let refused = coordinator
@@ -505,16 +505,13 @@ async fn an_assignment_that_cannot_be_stored_is_not_handed_out_and_the_group_reb
     faults.fill_disk(false);
     // As Kafka: the storage error is answered as NOT_COORDINATOR, nobody gets the
     // assignment, and the group prepares another rebalance.
-    assert_eq!(
-        refused,
-        (ResponseError::NotCoordinator.code(), Bytes::new())
-    );
+    assert_eq!(refused, Err(GroupError::NotStored(NotStored::DiskFailed)));
     let described = coordinator.describe("g").unwrap();
     assert_eq!(described.state, GroupState::PreparingRebalance);
     assert!(described.members.iter().all(|m| m.assignment.is_empty()));
     assert_eq!(
         coordinator.heartbeat("g", &rejoined.member_id, None, rejoined.generation),
-        ResponseError::RebalanceInProgress.code()
+        Err(GroupError::RebalanceInProgress)
     );
     // The stored group is the last assignment answered.
     drop(coordinator);
@@ -533,11 +530,11 @@ async fn a_leave_that_cannot_be_stored_answers_the_storage_error() {
         .leave("g", &[(joined.member_id.clone(), None)])
         .await;
     faults.fill_disk(false);
-    assert_eq!(left, Err(ResponseError::NotCoordinator.code()));
+    assert_eq!(left, Err(GroupError::NotStored(NotStored::DiskFailed)));
     // The member asked to go and is gone; only the group's empty generation was not stored,
     // which Kafka too leaves at that (no member is in it).
     let left = coordinator.leave("g", &[(joined.member_id, None)]).await;
-    assert_eq!(left, Ok(vec![ResponseError::UnknownMemberId.code()]));
+    assert_eq!(left, Ok(vec![Err(GroupError::UnknownMemberId)]));
     assert_eq!(coordinator.describe("g").unwrap().state, GroupState::Empty);
 }
 
@@ -555,19 +552,22 @@ async fn a_static_member_whose_new_id_cannot_be_stored_keeps_its_old_one() {
     faults.fill_disk(true);
     let returned = coordinator.join("g", static_member.clone()).await;
     faults.fill_disk(false);
-    assert_eq!(returned.error_code, ResponseError::NotCoordinator.code());
+    assert_eq!(
+        returned.error,
+        Some(GroupError::NotStored(NotStored::DiskFailed))
+    );
     let instance = Some("instance-1");
     assert_eq!(
         coordinator.heartbeat("g", &joined.member_id, instance, joined.generation),
-        0
+        Ok(())
     );
     // With the disk back, the instance takes a new id and the old one is fenced.
     let returned = coordinator.join("g", static_member).await;
-    assert_eq!(returned.error_code, 0);
+    assert_eq!(returned.error, None);
     assert_ne!(returned.member_id, joined.member_id);
     assert_eq!(
         coordinator.heartbeat("g", &joined.member_id, instance, joined.generation),
-        ResponseError::FencedInstanceId.code()
+        Err(GroupError::FencedInstanceId)
     );
 }
 

@@ -20,6 +20,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::errors::{group_code, group_result_code};
 use super::{ProtocolError, Reply, RequestContext};
 use crate::group::{GroupState, JoinRequest};
 use crate::state::BrokerState;
@@ -103,7 +104,7 @@ pub(super) fn join(
     ctx.later(async move {
         let result = groups.join(&group_id, join).await;
         let mut response = JoinGroupResponse::default()
-            .with_error_code(result.error_code)
+            .with_error_code(result.error.as_ref().map_or(0, group_code))
             .with_generation_id(result.generation)
             .with_protocol_name(result.protocol.map(text))
             .with_leader(text(result.leader))
@@ -148,7 +149,7 @@ pub(super) fn sync(
             .into_iter()
             .map(|a| (a.member_id.to_string(), a.assignment))
             .collect();
-        let (error_code, assignment) = groups
+        let synced = groups
             .sync(
                 &request.group_id.0,
                 &request.member_id,
@@ -157,6 +158,10 @@ pub(super) fn sync(
                 assignments,
             )
             .await;
+        let (error_code, assignment) = match synced {
+            Ok(assignment) => (0, assignment),
+            Err(error) => (group_code(&error), bytes::Bytes::new()),
+        };
         let mut response = SyncGroupResponse::default()
             .with_error_code(error_code)
             .with_assignment(assignment);
@@ -175,13 +180,13 @@ pub(super) fn heartbeat(
     ctx: &RequestContext,
     request: HeartbeatRequest,
 ) -> Result<Reply, ProtocolError> {
-    let code = state.groups.heartbeat(
+    let beat = state.groups.heartbeat(
         &request.group_id.0,
         &request.member_id,
         request.group_instance_id.as_deref(),
         request.generation_id,
     );
-    ctx.reply(&HeartbeatResponse::default().with_error_code(code))
+    ctx.reply(&HeartbeatResponse::default().with_error_code(group_result_code(&beat)))
 }
 
 pub(super) fn leave(
@@ -206,9 +211,9 @@ pub(super) fn leave(
         vec![(request.member_id.to_string(), None)]
     };
     ctx.later(async move {
-        let codes = match groups.leave(&request.group_id.0, &members).await {
-            Ok(codes) => codes,
-            Err(code) => return LeaveGroupResponse::default().with_error_code(code),
+        let codes: Vec<i16> = match groups.leave(&request.group_id.0, &members).await {
+            Ok(left) => left.iter().map(group_result_code).collect(),
+            Err(error) => return LeaveGroupResponse::default().with_error_code(group_code(&error)),
         };
         if version >= 3 {
             LeaveGroupResponse::default().with_members(
@@ -331,7 +336,7 @@ pub(super) fn delete(
                 .map(|(id, code)| {
                     DeletableGroupResult::default()
                         .with_group_id(GroupId(text(id)))
-                        .with_error_code(code)
+                        .with_error_code(group_result_code(&code))
                 })
                 .collect(),
         )

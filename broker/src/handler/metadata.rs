@@ -1,15 +1,20 @@
 //! Metadata: the broker (this one), and each topic with its partitions, all led by this
-//! broker. Unknown topics are created here only when auto-creation is on.
+//! broker. Unknown topics are created here only when auto-creation is on. The request is read
+//! and the response written one topic at a time (see `metadata_wire`), so what a request
+//! makes the broker hold is its frame, the set of names it asks for, and the answer.
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
-use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::messages::{BrokerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+use super::metadata_wire::{ResponseHead, ResponseWriter, WantedTopics};
 use super::{ProtocolError, Reply, RequestContext};
 use crate::metadata::{MetadataError, Topic};
 use crate::state::BrokerState;
@@ -63,67 +68,79 @@ fn unknown_topic(name: Option<TopicName>, id: uuid::Uuid, version: i16) -> Metad
 pub(super) fn handle(
     state: &Arc<BrokerState>,
     ctx: &RequestContext,
-    request: MetadataRequest,
+    body: &mut Bytes,
 ) -> Result<Reply, ProtocolError> {
     let version = ctx.version;
-    let topics = match request.topics {
-        None => state
-            .metadata
-            .topics()
-            .iter()
-            .map(|t| describe_topic(state, t, version))
-            .collect(),
-        Some(wanted) => {
-            // Each topic once, in the order first asked for, as Kafka answers a set of names:
-            // a request naming one topic a million times gets one answer.
-            // The set borrows the names; sized once, it never grows (and never holds two
-            // tables at once) however many names come.
-            let mut seen = std::collections::HashSet::with_capacity(wanted.len());
-            wanted
-                .iter()
-                .filter(|w| seen.insert(w.name.as_ref().map(|n| n.0.as_str()).ok_or(w.topic_id)))
-                .map(|w| {
-                    let found = match &w.name {
-                        Some(name) => state.metadata.topic(name.0.as_str()),
-                        None => state.metadata.topic_by_id(w.topic_id),
-                    };
-                    match (found, w.name.clone()) {
-                        (Some(topic), _) => describe_topic(state, &topic, version),
-                        (None, Some(name))
-                            if state.config.auto_create_topics
-                                && request.allow_auto_topic_creation =>
-                        {
-                            match auto_create(state, name.0.as_str()) {
-                                Ok(topic) => describe_topic(state, &topic, version),
-                                Err(e) => {
-                                    let code = super::errors::metadata_code(&e);
-                                    MetadataResponseTopic::default()
-                                        .with_error_code(code)
-                                        .with_name(Some(name))
-                                }
-                            }
-                        }
-                        (None, name) => unknown_topic(name, w.topic_id, version),
-                    }
-                })
-                .collect()
-        }
+    let wanted = WantedTopics::read(body, version).map_err(|e| ProtocolError::Malformed {
+        api: ctx.api,
+        version,
+        reason: e.to_string(),
+    })?;
+    let failed = |e: anyhow::Error| ProtocolError::Encode {
+        api: ctx.api,
+        version,
+        reason: e.to_string(),
     };
     let (host, port) = &state.advertised;
-    let broker = MetadataResponseBroker::default()
+    let brokers = [MetadataResponseBroker::default()
         .with_node_id(BrokerId(state.config.node_id))
         .with_host(StrBytes::from_string(host.clone()))
-        .with_port(i32::from(*port));
-    let mut response = MetadataResponse::default()
-        .with_brokers(vec![broker])
-        .with_topics(topics);
-    if version >= 2 {
-        response = response.with_cluster_id(Some(StrBytes::from_string(state.cluster_id.clone())));
+        .with_port(i32::from(*port))];
+    let cluster_id = StrBytes::from_string(state.cluster_id.clone());
+    let head = ResponseHead {
+        correlation_id: ctx.correlation_id,
+        brokers: &brokers,
+        cluster_id: Some(&cluster_id),
+        controller_id: state.config.node_id,
+    };
+    let frame = if wanted.all() {
+        let topics = state.metadata.topics();
+        let mut writer = ResponseWriter::new(version, &head, topics.len()).map_err(failed)?;
+        for topic in &topics {
+            writer
+                .topic(&describe_topic(state, topic, version))
+                .map_err(failed)?;
+        }
+        writer.finish().map_err(failed)?
+    } else {
+        // Each topic once, in the order first asked for, as Kafka answers a set of names: a
+        // request naming one topic a million times gets one answer.
+        let distinct = wanted.distinct();
+        let mut writer =
+            ResponseWriter::new(version, &head, distinct.how_many()).map_err(failed)?;
+        for topic in distinct {
+            let answer = answer_topic(state, &topic, wanted.allow_auto_topic_creation, version);
+            writer.topic(&answer).map_err(failed)?;
+        }
+        writer.finish().map_err(failed)?
+    };
+    Ok(Reply::Ready(frame))
+}
+
+/// The answer for one named topic: described, created first if the broker and the request
+/// allow it, or unknown.
+fn answer_topic(
+    state: &BrokerState,
+    wanted: &MetadataRequestTopic,
+    allow_auto_topic_creation: bool,
+    version: i16,
+) -> MetadataResponseTopic {
+    let found = match &wanted.name {
+        Some(name) => state.metadata.topic(name.0.as_str()),
+        None => state.metadata.topic_by_id(wanted.topic_id),
+    };
+    match (found, wanted.name.clone()) {
+        (Some(topic), _) => describe_topic(state, &topic, version),
+        (None, Some(name)) if state.config.auto_create_topics && allow_auto_topic_creation => {
+            match auto_create(state, name.0.as_str()) {
+                Ok(topic) => describe_topic(state, &topic, version),
+                Err(e) => MetadataResponseTopic::default()
+                    .with_error_code(super::errors::metadata_code(&e))
+                    .with_name(Some(name)),
+            }
+        }
+        (None, name) => unknown_topic(name, wanted.topic_id, version),
     }
-    if version >= 1 {
-        response = response.with_controller_id(BrokerId(state.config.node_id));
-    }
-    ctx.reply(&response)
 }
 
 fn auto_create(state: &BrokerState, name: &str) -> Result<Topic, MetadataError> {

@@ -15,6 +15,7 @@ mod fetch_response;
 mod group;
 mod list_offsets;
 mod metadata;
+mod metadata_wire;
 mod offsets;
 mod produce;
 mod producer_ids;
@@ -204,7 +205,7 @@ pub(crate) fn handle(
     let body = &mut frame;
     let reply = match api {
         ApiKey::ApiVersions => api_versions::handle(&ctx, decode(&ctx, body)?),
-        ApiKey::Metadata => metadata::handle(state, &ctx, decode(&ctx, body)?),
+        ApiKey::Metadata => metadata::handle(state, &ctx, body),
         ApiKey::CreateTopics => topics::create(state, &ctx, decode(&ctx, body)?),
         ApiKey::DeleteTopics => topics::delete(state, &ctx, decode(&ctx, body)?),
         ApiKey::CreatePartitions => topics::create_partitions(state, &ctx, decode(&ctx, body)?),

@@ -19,8 +19,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::errors::{group_code, group_result_code};
 use super::{ProtocolError, Reply, RequestContext};
-use crate::group::OffsetValue;
+use crate::group::{GroupError, OffsetValue};
 use crate::state::{now_ms, BrokerState};
 
 fn topic_name(name: &str) -> TopicName {
@@ -65,7 +66,7 @@ impl OffsetsToCommit {
         commit: impl FnOnce(Vec<(String, i32, OffsetValue)>) -> F,
     ) -> Vec<(String, Vec<(i32, i16)>)>
     where
-        F: std::future::Future<Output = Result<Vec<i16>, i16>>,
+        F: std::future::Future<Output = Result<Vec<Result<(), GroupError>>, GroupError>>,
     {
         let keys: Vec<(String, i32)> = self
             .offsets
@@ -73,8 +74,8 @@ impl OffsetsToCommit {
             .map(|(t, p, _)| (t.clone(), *p))
             .collect();
         let codes = match commit(self.offsets).await {
-            Ok(codes) => codes,
-            Err(code) => vec![code; keys.len()],
+            Ok(results) => results.iter().map(group_result_code).collect(),
+            Err(error) => vec![group_code(&error); keys.len()],
         };
         let unknown = ResponseError::UnknownTopicOrPartition.code();
         let answers = keys
@@ -289,13 +290,13 @@ pub(super) fn delete(
     let group_id = request.group_id.0.to_string();
     ctx.later(async move {
         match groups.delete_offsets(&group_id, &partitions).await {
-            Err(code) => OffsetDeleteResponse::default().with_error_code(code),
+            Err(error) => OffsetDeleteResponse::default().with_error_code(group_code(&error)),
             Ok(codes) => {
                 let mut topics: Vec<OffsetDeleteResponseTopic> = Vec::new();
                 for ((topic, partition), code) in partitions.into_iter().zip(codes) {
                     let answer = OffsetDeleteResponsePartition::default()
                         .with_partition_index(partition)
-                        .with_error_code(code);
+                        .with_error_code(group_result_code(&code));
                     match topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
                         Some(t) => t.partitions.push(answer),
                         None => topics.push(

@@ -8,10 +8,12 @@ use std::sync::Arc;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
+use super::errors::txn_code;
 use super::{ProtocolError, Reply, RequestContext};
 use crate::state::BrokerState;
 
 fn answer(result: Result<(i64, i16), i16>) -> InitProducerIdResponse {
+    // The error code: a refusal of the transaction coordinator, or of the id allocator.
     match result {
         Ok((id, epoch)) => InitProducerIdResponse::default()
             .with_producer_id(ProducerId(id))
@@ -34,11 +36,10 @@ pub(super) fn init(
         let transactions = Arc::clone(&state.transactions);
         let timeout_ms = request.transaction_timeout_ms;
         return ctx.later(async move {
-            answer(
-                transactions
-                    .init_producer_id(&id.0, timeout_ms, expected)
-                    .await,
-            )
+            let initialized = transactions
+                .init_producer_id(&id.0, timeout_ms, expected)
+                .await;
+            answer(initialized.map_err(|e| txn_code(&e)))
         });
     }
     let result = match expected {

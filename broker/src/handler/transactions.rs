@@ -21,6 +21,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::errors::txn_result_code;
 use super::offsets::{by_topic, OffsetsToCommit};
 use super::{ProtocolError, Reply, RequestContext};
 use crate::state::{now_ms, BrokerState};
@@ -64,10 +65,7 @@ pub(super) fn add_partitions(
                 })
                 .collect()
         } else {
-            let code = match transactions.add_partitions(&id, producer, &wanted).await {
-                Ok(()) => 0,
-                Err(code) => code,
-            };
+            let code = txn_result_code(&transactions.add_partitions(&id, producer, &wanted).await);
             vec![code; wanted.len()]
         };
         let answers = wanted
@@ -106,13 +104,10 @@ pub(super) fn add_offsets(
     let producer = (request.producer_id.0, request.producer_epoch);
     let offsets_partition = transactions.offsets_partition(&request.group_id.0);
     ctx.later(async move {
-        let code = match transactions
+        let added = transactions
             .add_partitions(&id, producer, &[offsets_partition])
-            .await
-        {
-            Ok(()) => 0,
-            Err(code) => code,
-        };
+            .await;
+        let code = txn_result_code(&added);
         AddOffsetsToTxnResponse::default().with_error_code(code)
     })
 }
@@ -126,13 +121,10 @@ pub(super) fn end(
     let id = request.transactional_id.0.to_string();
     let producer = (request.producer_id.0, request.producer_epoch);
     ctx.later(async move {
-        let code = match transactions
+        let ended = transactions
             .end_transaction(&id, producer, request.committed)
-            .await
-        {
-            Ok(()) => 0,
-            Err(code) => code,
-        };
+            .await;
+        let code = txn_result_code(&ended);
         EndTxnResponse::default().with_error_code(code)
     })
 }

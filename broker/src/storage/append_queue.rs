@@ -1,14 +1,17 @@
-//! Appends in the order they were queued, on a blocking thread: how a coordinator writes its
-//! internal topic without holding its lock across the disk and without waiting for the disk
-//! on the async workers. The coordinator decides on its records under its lock and queues
-//! them there (queueing never waits), so the records of its partitions are appended in the
-//! order they were decided; it answers once [`QueuedAppend::durable`] says they are stored.
+//! Appends in the order they were queued, made durable, on a blocking thread: how a
+//! coordinator writes its internal topic without holding its lock across the disk and without
+//! waiting for the disk on the async workers. The coordinator decides on its records under its
+//! lock and queues them there (queueing never waits), so the records of its partitions are
+//! appended in the order they were decided; it answers once [`QueuedAppend::durable`] says
+//! they are stored. One thread runs whatever is queued at once, appending every batch and then
+//! fsyncing each partition once for all of them.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use eddy_core::log::Timestamp;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::log::Origin;
 use super::{Partition, StorageError};
@@ -27,11 +30,16 @@ struct Job {
 }
 
 /// The appends of one coordinator, in order.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct AppendQueue {
-    jobs: mpsc::UnboundedSender<Job>,
-    /// Taken by the first append, which starts the task that runs them.
-    receiver: Mutex<Option<mpsc::UnboundedReceiver<Job>>>,
+    queue: Arc<Mutex<Queue>>,
+}
+
+/// Appends waiting, and whether a blocking thread is running them.
+#[derive(Debug, Default)]
+struct Queue {
+    jobs: VecDeque<Job>,
+    running: bool,
 }
 
 impl std::fmt::Debug for Job {
@@ -43,37 +51,18 @@ impl std::fmt::Debug for Job {
     }
 }
 
-/// An append on its way: the partition it goes to and its outcome.
+/// An append on its way to the disk.
 #[derive(Debug)]
 pub(crate) struct QueuedAppend {
-    partition: Arc<Partition>,
     done: oneshot::Receiver<Result<i64, StorageError>>,
 }
 
 impl QueuedAppend {
-    /// Waits until the batch is appended: the offset of its last record.
-    pub(crate) async fn appended(self) -> Result<(Arc<Partition>, i64), StorageError> {
-        let last_offset = self.done.await.map_err(|_| {
-            StorageError::Io(std::io::Error::other("the append was dropped unfinished"))
-        })??;
-        Ok((self.partition, last_offset))
-    }
-
     /// Waits until the batch is appended and durable: the offset of its last record.
     pub(crate) async fn durable(self) -> Result<i64, StorageError> {
-        let (partition, last_offset) = self.appended().await?;
-        partition.wait_durable(last_offset).await?;
-        Ok(last_offset)
-    }
-}
-
-impl Default for AppendQueue {
-    fn default() -> Self {
-        let (jobs, receiver) = mpsc::unbounded_channel();
-        Self {
-            jobs,
-            receiver: Mutex::new(Some(receiver)),
-        }
+        self.done.await.map_err(|_| {
+            StorageError::Io(std::io::Error::other("the append was dropped unfinished"))
+        })?
     }
 }
 
@@ -89,25 +78,6 @@ impl AppendQueue {
         verify: Option<Verify>,
     ) -> QueuedAppend {
         let (done, outcome) = oneshot::channel();
-        if let Some(receiver) = self
-            .receiver
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
-            match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => {
-                    runtime.spawn(run(receiver));
-                }
-                Err(e) => {
-                    let _ = done.send(Err(StorageError::Io(std::io::Error::other(e))));
-                    return QueuedAppend {
-                        partition: Arc::clone(partition),
-                        done: outcome,
-                    };
-                }
-            }
-        }
         let job = Job {
             partition: Arc::clone(partition),
             batch,
@@ -115,24 +85,64 @@ impl AppendQueue {
             verify,
             done,
         };
-        // A send fails only once the runtime that ran the queue is gone; the dropped job
-        // then answers its append with an error.
-        let _ = self.jobs.send(job);
-        QueuedAppend {
-            partition: Arc::clone(partition),
-            done: outcome,
+        let mut queue = lock(&self.queue);
+        queue.jobs.push_back(job);
+        if !queue.running {
+            // One blocking thread runs the appends while any are waiting, then returns.
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    queue.running = true;
+                    let shared = Arc::clone(&self.queue);
+                    drop(runtime.spawn_blocking(move || run(&shared)));
+                }
+                Err(e) => {
+                    if let Some(job) = queue.jobs.pop_back() {
+                        let _ = job
+                            .done
+                            .send(Err(StorageError::Io(std::io::Error::other(e))));
+                    }
+                }
+            }
         }
+        QueuedAppend { done: outcome }
     }
 }
 
-/// Runs the queued appends in order, as many as are waiting at once on one blocking thread.
-async fn run(mut receiver: mpsc::UnboundedReceiver<Job>) {
-    let mut jobs = Vec::new();
-    while receiver.recv_many(&mut jobs, 256).await > 0 {
-        let batch = std::mem::take(&mut jobs);
-        // A panic drops the rest, whose appends then answer with an error.
-        let _ = tokio::task::spawn_blocking(move || {
-            for job in batch {
+fn lock(queue: &Mutex<Queue>) -> std::sync::MutexGuard<'_, Queue> {
+    queue.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Runs the queued appends in order until none is left. Should an append panic, the queue is
+/// left for the next push to start again, and the appends it held answer with an error.
+fn run(queue: &Mutex<Queue>) {
+    struct Stopped<'a>(&'a Mutex<Queue>);
+    impl Drop for Stopped<'_> {
+        fn drop(&mut self) {
+            // Only an unwinding runner stops here; one that returns has already said so,
+            // and another may be running since.
+            if std::thread::panicking() {
+                let mut queue = lock(self.0);
+                queue.jobs.clear();
+                queue.running = false;
+            }
+        }
+    }
+    let _stopped = Stopped(queue);
+    loop {
+        let jobs = {
+            let mut queue = lock(queue);
+            if queue.jobs.is_empty() {
+                // Cleared under the same lock a push checks: no job is left behind.
+                queue.running = false;
+                return;
+            }
+            std::mem::take(&mut queue.jobs)
+        };
+        // Every waiting batch is appended first, then made durable: the first wait of each
+        // partition fsyncs for all of its batches (group commit), the others find them durable.
+        let appended: Vec<_> = jobs
+            .into_iter()
+            .map(|job| {
                 let outcome = match &job.verify {
                     Some(verify) => job.partition.append_from(
                         &job.batch,
@@ -143,9 +153,15 @@ async fn run(mut receiver: mpsc::UnboundedReceiver<Job>) {
                     ),
                     None => job.partition.append(&job.batch, job.now_ms),
                 };
-                let _ = job.done.send(outcome.map(|info| info.last_offset));
-            }
-        })
-        .await;
+                (job, outcome.map(|info| info.last_offset))
+            })
+            .collect();
+        for (job, outcome) in appended {
+            let durable = outcome.and_then(|last_offset| {
+                job.partition.wait_durable_blocking(last_offset)?;
+                Ok(last_offset)
+            });
+            let _ = job.done.send(durable);
+        }
     }
 }

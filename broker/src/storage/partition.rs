@@ -185,6 +185,24 @@ impl Partition {
         }
     }
 
+    /// [`Self::wait_durable`] for a blocking thread (a coordinator's appends): waits for, or
+    /// runs, the fsync that covers `last_offset`. Never call it on an async worker.
+    pub(crate) fn wait_durable_blocking(&self, last_offset: Offset) -> Result<(), StorageError> {
+        loop {
+            if self.high_watermark() > last_offset {
+                return Ok(());
+            }
+            let _flushing = self.flush.blocking_lock();
+            if self.high_watermark() > last_offset {
+                return Ok(());
+            }
+            self.check_live()?;
+            let synced = sync_log(&self.log, &self.faults);
+            let target = self.offline_on_failed_fsync(synced)?;
+            self.advance_high_watermark(target);
+        }
+    }
+
     /// fsyncs whatever was appended, for the page-cache mode's periodic flush and shutdown.
     pub(crate) async fn flush(&self) -> Result<(), StorageError> {
         let _flushing = self.flush.lock().await;
@@ -200,18 +218,7 @@ impl Partition {
         self.check_live()?;
         let log = Arc::clone(&self.log);
         let faults = self.faults.clone();
-        let synced = off_workers(move || {
-            let (file, target) = {
-                let log = lock(&log);
-                (log.active_file(), log.next_offset())
-            };
-            faults
-                .before_fsync()
-                .and_then(|()| file.sync_data())
-                .map_err(StorageError::FsyncFailed)?;
-            Ok(target)
-        })
-        .await;
+        let synced = off_workers(move || sync_log(&log, &faults)).await;
         self.offline_on_failed_fsync(synced)
     }
 
@@ -466,6 +473,20 @@ pub(crate) async fn off_workers<T: Send + 'static>(
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|e| StorageError::Io(io::Error::other(e)))?
+}
+
+/// fsyncs the log's active segment (on the calling thread, which must be allowed to block):
+/// the offset below which every record is now durable.
+fn sync_log(log: &Mutex<Log>, faults: &StorageFaults) -> Result<Offset, StorageError> {
+    let (file, target) = {
+        let log = lock(log);
+        (log.active_file(), log.next_offset())
+    };
+    faults
+        .before_fsync()
+        .and_then(|()| file.sync_data())
+        .map_err(StorageError::FsyncFailed)?;
+    Ok(target)
 }
 
 fn lock(log: &Mutex<Log>) -> MutexGuard<'_, Log> {

@@ -9,14 +9,14 @@ use eddy_core::log::{Record, TopicPartition};
 use eddy_core::wire::batch::{control_batch, BatchBuilder, ControlType};
 use eddy_core::wire::compression::Compression;
 use futures::future::try_join_all;
-use kafka_protocol::error::ResponseError;
 use tokio::sync::watch;
 
+use super::error::TxnError;
 use super::ids::ProducerIds;
 use super::records::{decode_key, decode_value, encode_key, encode_value};
 use super::state::{EndStep, InitStep, TxnMetadata, TxnState};
 use crate::clock::Clock;
-use crate::group::{coordinator_partition, GroupCoordinator, OFFSETS_TOPIC};
+use crate::group::{coordinator_partition, GroupCoordinator, NotStored, OFFSETS_TOPIC};
 use crate::storage::{off_workers, LogStore, Origin, Partition, StorageError};
 
 /// The internal topic of transactions.
@@ -72,9 +72,9 @@ pub(crate) struct TransactionCoordinator {
     ids: Arc<ProducerIds>,
 }
 
-fn unavailable(id: &str, e: impl std::fmt::Display) -> i16 {
+fn not_stored(id: &str, e: &StorageError) -> TxnError {
     tracing::error!(transactional_id = id, error = %e, "could not store a transaction's state");
-    ResponseError::CoordinatorNotAvailable.code()
+    TxnError::NotStored(NotStored::from(e))
 }
 
 impl TransactionCoordinator {
@@ -163,7 +163,7 @@ impl TransactionCoordinator {
         id: &str,
         txn: TxnMetadata,
         keep_pending: bool,
-    ) -> Result<(), i16> {
+    ) -> Result<(), TxnError> {
         let stored = match self.append_state(id, &txn).await {
             Ok((partition, last_offset)) => partition.wait_durable(last_offset).await,
             Err(e) => Err(e),
@@ -175,7 +175,7 @@ impl TransactionCoordinator {
     /// durable: its markers are, so a crash before this record is leaves the transaction
     /// prepared, and the replay completes it again. Anything stored later for `id` goes to
     /// the same partition after it, so it is durable first.
-    async fn store_completion(&self, id: &str, txn: TxnMetadata) -> Result<(), i16> {
+    async fn store_completion(&self, id: &str, txn: TxnMetadata) -> Result<(), TxnError> {
         let stored = match self.append_state(id, &txn).await {
             Ok((partition, last_offset)) => {
                 tokio::spawn(async move {
@@ -223,11 +223,11 @@ impl TransactionCoordinator {
         txn: TxnMetadata,
         stored: Result<(), StorageError>,
         keep_pending: bool,
-    ) -> Result<(), i16> {
+    ) -> Result<(), TxnError> {
         let mut entries = self.lock();
         let Entries { by_id, by_producer } = &mut *entries;
         let Some(entry) = by_id.get_mut(id) else {
-            return Err(ResponseError::CoordinatorNotAvailable.code());
+            return Err(TxnError::NotStored(NotStored::Unavailable));
         };
         if let Err(e) = stored {
             entry.pending = false;
@@ -235,7 +235,7 @@ impl TransactionCoordinator {
                 // A new transactional id whose first state was never stored.
                 by_id.remove(id);
             }
-            return Err(unavailable(id, e));
+            return Err(not_stored(id, &e));
         }
         if entry.txn.producer_id != txn.producer_id {
             by_producer.remove(&entry.txn.producer_id);
@@ -251,15 +251,15 @@ impl TransactionCoordinator {
     fn claim<T>(
         &self,
         id: &str,
-        decide: impl FnOnce(&TxnMetadata) -> Result<Option<T>, i16>,
-    ) -> Result<Option<T>, i16> {
+        decide: impl FnOnce(&TxnMetadata) -> Result<Option<T>, TxnError>,
+    ) -> Result<Option<T>, TxnError> {
         let mut entries = self.lock();
         let entry = entries
             .by_id
             .get_mut(id)
-            .ok_or(ResponseError::InvalidProducerIdMapping.code())?;
+            .ok_or(TxnError::InvalidProducerIdMapping)?;
         if entry.pending {
-            return Err(ResponseError::ConcurrentTransactions.code());
+            return Err(TxnError::ConcurrentTransactions);
         }
         let change = decide(&entry.txn)?;
         if change.is_some() {
@@ -276,9 +276,9 @@ impl TransactionCoordinator {
         id: &str,
         timeout_ms: i32,
         expected: Option<(i64, i16)>,
-    ) -> Result<(i64, i16), i16> {
+    ) -> Result<(i64, i16), TxnError> {
         if timeout_ms <= 0 || i64::from(timeout_ms) > self.config.max_timeout.as_millis() as i64 {
-            return Err(ResponseError::InvalidTransactionTimeout.code());
+            return Err(TxnError::InvalidTransactionTimeout);
         }
         enum Next {
             Answer(i64, i16),
@@ -289,7 +289,7 @@ impl TransactionCoordinator {
             let next = {
                 let mut entries = self.lock();
                 if !entries.by_id.contains_key(id) {
-                    let producer_id = self.ids.next_id().map_err(|e| unavailable(id, e))?;
+                    let producer_id = self.ids.next_id().map_err(|e| not_stored(id, &e.into()))?;
                     let txn = TxnMetadata::new(producer_id, timeout_ms);
                     entries.by_id.insert(
                         id.to_string(),
@@ -301,7 +301,7 @@ impl TransactionCoordinator {
                 }
                 let entry = entries.by_id.get_mut(id).expect("inserted above");
                 if entry.pending {
-                    return Err(ResponseError::ConcurrentTransactions.code());
+                    return Err(TxnError::ConcurrentTransactions);
                 }
                 let now = self.clock.now().wall_ms;
                 let next = match entry.txn.init_step(expected)? {
@@ -311,7 +311,7 @@ impl TransactionCoordinator {
                     InitStep::AbortFirst => Next::Abort(entry.txn.fenced_abort(now)),
                     InitStep::Bump => {
                         let new_id = if entry.txn.epoch_exhausted() {
-                            Some(self.ids.next_id().map_err(|e| unavailable(id, e))?)
+                            Some(self.ids.next_id().map_err(|e| not_stored(id, &e.into()))?)
                         } else {
                             None
                         };
@@ -349,7 +349,7 @@ impl TransactionCoordinator {
         id: &str,
         producer: (i64, i16),
         partitions: &[(String, i32)],
-    ) -> Result<(), i16> {
+    ) -> Result<(), TxnError> {
         let change = self.claim(id, |txn| {
             txn.check_producer(producer.0, producer.1)?;
             txn.with_partitions(partitions, self.clock.now().wall_ms)
@@ -375,7 +375,7 @@ impl TransactionCoordinator {
         id: &str,
         producer: (i64, i16),
         commit: bool,
-    ) -> Result<(), i16> {
+    ) -> Result<(), TxnError> {
         let change = self.claim(id, |txn| {
             txn.check_producer(producer.0, producer.1)?;
             match txn.end_step(commit, self.clock.now().wall_ms)? {
@@ -387,7 +387,7 @@ impl TransactionCoordinator {
             self.store(id, prepared.clone(), true).await?;
             if let Err(code) = self.complete(id, prepared).await {
                 // The decision is durable; the timer finishes the markers.
-                tracing::warn!(transactional_id = id, code, "markers not all written yet");
+                tracing::warn!(transactional_id = id, error = %code, "markers not all written yet");
             }
         }
         Ok(())
@@ -395,7 +395,7 @@ impl TransactionCoordinator {
 
     /// Writes the markers of a prepared transaction and stores its completion. On failure the
     /// transaction stays prepared, and the timer tries again.
-    async fn complete(&self, id: &str, prepared: TxnMetadata) -> Result<(), i16> {
+    async fn complete(&self, id: &str, prepared: TxnMetadata) -> Result<(), TxnError> {
         match self.write_markers(&prepared).await {
             Ok(()) => {
                 self.store_completion(id, prepared.completed(self.clock.now().wall_ms))
@@ -405,7 +405,7 @@ impl TransactionCoordinator {
                 if let Some(entry) = self.lock().by_id.get_mut(id) {
                     entry.pending = false;
                 }
-                Err(unavailable(id, e))
+                Err(not_stored(id, &e))
             }
         }
     }
@@ -545,7 +545,7 @@ impl TransactionCoordinator {
                 }
             }
             if let Err(code) = self.complete(&id, txn).await {
-                tracing::warn!(transactional_id = %id, code, "could not complete a transaction yet");
+                tracing::warn!(transactional_id = %id, error = %code, "could not complete a transaction yet");
             }
         }
     }

@@ -12,12 +12,14 @@
 //! of those in `__consumer_offsets`); then the completion is stored.
 
 mod coordinator;
+mod error;
 mod ids;
 pub(crate) mod records;
 mod state;
 
 pub use coordinator::TxnConfig;
 pub(crate) use coordinator::{TransactionCoordinator, TRANSACTION_STATE_TOPIC};
+pub(crate) use error::TxnError;
 pub(crate) use ids::ProducerIds;
 
 #[cfg(test)]

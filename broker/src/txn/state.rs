@@ -10,7 +10,7 @@
 
 use std::collections::BTreeSet;
 
-use kafka_protocol::error::ResponseError;
+use super::error::TxnError;
 
 /// Where a transaction stands (Kafka's `TransactionState`, with its codes and names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,10 +125,6 @@ pub(crate) enum EndStep {
     Prepare(TxnMetadata),
 }
 
-fn code(error: ResponseError) -> i16 {
-    error.code()
-}
-
 impl TxnMetadata {
     /// A new transactional id's state, before its first epoch.
     pub(crate) fn new(producer_id: i64, timeout_ms: i32) -> Self {
@@ -145,9 +141,9 @@ impl TxnMetadata {
     }
 
     /// Checks an InitProducerId that names the producer it was (`expected`), if any.
-    pub(crate) fn init_step(&self, expected: Option<(i64, i16)>) -> Result<InitStep, i16> {
+    pub(crate) fn init_step(&self, expected: Option<(i64, i16)>) -> Result<InitStep, TxnError> {
         if self.state.is_preparing() {
-            return Err(code(ResponseError::ConcurrentTransactions));
+            return Err(TxnError::ConcurrentTransactions);
         }
         if let Some(expected) = expected {
             let current = (self.producer_id, self.producer_epoch);
@@ -155,7 +151,7 @@ impl TxnMetadata {
                 return Ok(InitStep::Retry);
             }
             if expected != current {
-                return Err(code(ResponseError::ProducerFenced));
+                return Err(TxnError::ProducerFenced);
             }
         }
         Ok(if self.state == TxnState::Ongoing {
@@ -195,12 +191,12 @@ impl TxnMetadata {
     }
 
     /// Checks that a request comes from the current producer.
-    pub(crate) fn check_producer(&self, producer_id: i64, epoch: i16) -> Result<(), i16> {
+    pub(crate) fn check_producer(&self, producer_id: i64, epoch: i16) -> Result<(), TxnError> {
         if producer_id != self.producer_id {
-            return Err(code(ResponseError::InvalidProducerIdMapping));
+            return Err(TxnError::InvalidProducerIdMapping);
         }
         if epoch != self.producer_epoch {
-            return Err(code(ResponseError::ProducerFenced));
+            return Err(TxnError::ProducerFenced);
         }
         Ok(())
     }
@@ -211,14 +207,12 @@ impl TxnMetadata {
         &self,
         partitions: &[(String, i32)],
         now_ms: i64,
-    ) -> Result<Option<Self>, i16> {
+    ) -> Result<Option<Self>, TxnError> {
         match self.state {
             TxnState::PrepareCommit | TxnState::PrepareAbort => {
-                return Err(code(ResponseError::ConcurrentTransactions))
+                return Err(TxnError::ConcurrentTransactions)
             }
-            TxnState::Dead | TxnState::PrepareEpochFence => {
-                return Err(code(ResponseError::InvalidTxnState))
-            }
+            TxnState::Dead | TxnState::PrepareEpochFence => return Err(TxnError::InvalidTxnState),
             _ => {}
         }
         let ongoing = self.state == TxnState::Ongoing;
@@ -236,7 +230,7 @@ impl TxnMetadata {
     }
 
     /// Checks an EndTxn and gives the state to store first.
-    pub(crate) fn end_step(&self, commit: bool, now_ms: i64) -> Result<EndStep, i16> {
+    pub(crate) fn end_step(&self, commit: bool, now_ms: i64) -> Result<EndStep, TxnError> {
         match (self.state, commit) {
             (TxnState::Ongoing, _) => {
                 let mut next = self.clone();
@@ -252,9 +246,9 @@ impl TxnMetadata {
                 Ok(EndStep::AlreadyDone)
             }
             (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
-                Err(code(ResponseError::ConcurrentTransactions))
+                Err(TxnError::ConcurrentTransactions)
             }
-            _ => Err(code(ResponseError::InvalidTxnState)),
+            _ => Err(TxnError::InvalidTxnState),
         }
     }
 
@@ -322,7 +316,7 @@ mod tests {
         assert_eq!(prepared.state, TxnState::PrepareCommit);
         assert_eq!(
             prepared.end_step(true, 301),
-            Err(ResponseError::ConcurrentTransactions.code())
+            Err(TxnError::ConcurrentTransactions)
         );
         let done = prepared.completed(400);
         assert_eq!(
@@ -330,10 +324,7 @@ mod tests {
             (TxnState::CompleteCommit, 0)
         );
         assert_eq!(done.end_step(true, 500), Ok(EndStep::AlreadyDone));
-        assert_eq!(
-            done.end_step(false, 500),
-            Err(ResponseError::InvalidTxnState.code())
-        );
+        assert_eq!(done.end_step(false, 500), Err(TxnError::InvalidTxnState));
     }
 
     #[test]
@@ -342,12 +333,9 @@ mod tests {
         assert_eq!(txn.check_producer(7, 0), Ok(()));
         assert_eq!(
             txn.check_producer(8, 0),
-            Err(ResponseError::InvalidProducerIdMapping.code())
+            Err(TxnError::InvalidProducerIdMapping)
         );
-        assert_eq!(
-            txn.check_producer(7, 1),
-            Err(ResponseError::ProducerFenced.code())
-        );
+        assert_eq!(txn.check_producer(7, 1), Err(TxnError::ProducerFenced));
         // A second producer with the same transactional id: the open transaction is aborted
         // with the next epoch, and the new producer gets the one after.
         assert_eq!(txn.init_step(None), Ok(InitStep::AbortFirst));
@@ -358,7 +346,7 @@ mod tests {
         );
         assert_eq!(
             aborting.init_step(None),
-            Err(ResponseError::ConcurrentTransactions.code())
+            Err(TxnError::ConcurrentTransactions)
         );
         let aborted = aborting.completed(600);
         assert_eq!(aborted.init_step(None), Ok(InitStep::Bump));
@@ -369,17 +357,11 @@ mod tests {
             Ok(()),
             "the old state is untouched"
         );
-        assert_eq!(
-            next.check_producer(7, 0),
-            Err(ResponseError::ProducerFenced.code())
-        );
+        assert_eq!(next.check_producer(7, 0), Err(TxnError::ProducerFenced));
         // KIP-360: a retry of that InitProducerId names the producer it was.
         assert_eq!(next.init_step(Some((7, 1))), Ok(InitStep::Retry));
         assert_eq!(next.init_step(Some((7, 2))), Ok(InitStep::Bump));
-        assert_eq!(
-            next.init_step(Some((7, 0))),
-            Err(ResponseError::ProducerFenced.code())
-        );
+        assert_eq!(next.init_step(Some((7, 0))), Err(TxnError::ProducerFenced));
     }
 
     #[test]

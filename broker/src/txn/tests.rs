@@ -148,7 +148,7 @@ async fn a_transaction_commits_through_markers_and_survives_a_restart() {
         .unwrap();
     assert_eq!(
         c.txns.end_transaction("copier", producer, false).await,
-        Err(kafka_protocol::error::ResponseError::InvalidTxnState.code())
+        Err(super::TxnError::InvalidTxnState)
     );
     // After the transaction, its partitions are closed to the producer again.
     assert!(c.produce(producer, 5, 0, 1).is_err());
@@ -208,7 +208,7 @@ async fn offsets_committed_in_a_transaction_show_when_it_commits() {
     // Before AddOffsetsToTxn the group's partition is not in the transaction.
     assert_eq!(
         commit(10).await,
-        Err(kafka_protocol::error::ResponseError::InvalidTxnState.code())
+        Err(crate::group::GroupError::InvalidTxnState)
     );
     c.txns
         .add_partitions("copier", producer, std::slice::from_ref(&offsets_partition))
@@ -266,7 +266,7 @@ async fn a_commit_decided_before_a_crash_is_completed_at_start() {
     // Until it is completed, a new producer of the id is told to retry.
     assert_eq!(
         again.txns.init_producer_id("copier", 60_000, None).await,
-        Err(kafka_protocol::error::ResponseError::ConcurrentTransactions.code())
+        Err(super::TxnError::ConcurrentTransactions)
     );
     again.txns.settle().await;
     assert_eq!(markers(&again.orders(0)), vec![(producer.0, 0, true)]);
@@ -313,11 +313,11 @@ async fn a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
     ));
     assert_eq!(
         c.txns.end_transaction("slow", producer, true).await,
-        Err(kafka_protocol::error::ResponseError::ProducerFenced.code())
+        Err(super::TxnError::ProducerFenced)
     );
     // Timeouts above the broker's maximum are refused.
     assert_eq!(
         c.txns.init_producer_id("greedy", 3_600_000, None).await,
-        Err(kafka_protocol::error::ResponseError::InvalidTransactionTimeout.code())
+        Err(super::TxnError::InvalidTransactionTimeout)
     );
 }
