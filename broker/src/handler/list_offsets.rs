@@ -1,6 +1,7 @@
 //! ListOffsets: the earliest offset, the latest, or the first offset at or after a timestamp.
 //! "Latest" is the high watermark, or for `read_committed` the last stable offset; neither
-//! answer reaches past what the isolation level lets a consumer read.
+//! answer reaches past what the isolation level lets a consumer read. The answer is found on a
+//! blocking thread: a search by timestamp reads the segments' indexes and batch headers.
 
 use std::sync::Arc;
 
@@ -11,17 +12,32 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use super::errors::storage_code;
-use super::{ProtocolError, Reply, RequestContext};
+use super::{ProtocolError, Reply, RequestContext, Response};
 use crate::state::BrokerState;
+use crate::storage::off_workers;
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 
 pub(super) fn handle(
     state: &Arc<BrokerState>,
-    ctx: &RequestContext,
+    ctx: RequestContext,
     request: ListOffsetsRequest,
 ) -> Result<Reply, ProtocolError> {
+    // A search by timestamp reads indexes and batch headers: not on the async workers.
+    let state = Arc::clone(state);
+    let version = ctx.version;
+    Ok(Reply::Later(Box::pin(async move {
+        let answered = off_workers(move || Ok(answer(&state, version, request))).await;
+        let response = answered.map_err(|e| ProtocolError::Internal {
+            api: ctx.api,
+            reason: e.to_string(),
+        })?;
+        ctx.encode(&response).map(Response::Frame)
+    })))
+}
+
+fn answer(state: &BrokerState, version: i16, request: ListOffsetsRequest) -> ListOffsetsResponse {
     let read_committed = request.isolation_level == 1;
     let topics = request
         .topics
@@ -56,7 +72,7 @@ pub(super) fn handle(
                     match found {
                         Ok(Some((offset, timestamp))) => {
                             let response = response.with_offset(offset).with_timestamp(timestamp);
-                            if ctx.version >= 4 {
+                            if version >= 4 {
                                 response.with_leader_epoch(0)
                             } else {
                                 response
@@ -72,5 +88,5 @@ pub(super) fn handle(
                 .with_partitions(partitions)
         })
         .collect();
-    ctx.reply(&ListOffsetsResponse::default().with_topics(topics))
+    ListOffsetsResponse::default().with_topics(topics)
 }

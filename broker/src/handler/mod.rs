@@ -159,6 +159,27 @@ impl RequestContext {
     }
 }
 
+/// Runs a handler that may write files on a blocking thread, never on the async workers; the
+/// connection waits for it before reading its next request.
+fn on_blocking_thread(
+    state: &Arc<BrokerState>,
+    ctx: &RequestContext,
+    handle: impl FnOnce(&Arc<BrokerState>, &RequestContext) -> Result<Reply, ProtocolError>
+        + Send
+        + 'static,
+) -> Result<Reply, ProtocolError> {
+    let (state, ctx) = (Arc::clone(state), ctx.clone());
+    let api = ctx.api;
+    Ok(Reply::InOrder(Box::pin(async move {
+        crate::storage::off_workers(move || Ok(handle(&state, &ctx)))
+            .await
+            .map_err(|e| ProtocolError::Internal {
+                api,
+                reason: e.to_string(),
+            })?
+    })))
+}
+
 fn decode<R: Decodable>(ctx: &RequestContext, body: &mut Bytes) -> Result<R, ProtocolError> {
     R::decode(body, ctx.version).map_err(|e| ProtocolError::Malformed {
         api: ctx.api,
@@ -205,14 +226,29 @@ pub(crate) fn handle(
     let body = &mut frame;
     let reply = match api {
         ApiKey::ApiVersions => api_versions::handle(&ctx, decode(&ctx, body)?),
-        ApiKey::Metadata => metadata::handle(state, &ctx, body),
-        ApiKey::CreateTopics => topics::create(state, &ctx, decode(&ctx, body)?),
-        ApiKey::DeleteTopics => topics::delete(state, &ctx, decode(&ctx, body)?),
-        ApiKey::CreatePartitions => topics::create_partitions(state, &ctx, decode(&ctx, body)?),
+        // These may write files (topic metadata, a new partition's directory and segment).
+        ApiKey::Metadata => {
+            let mut body = std::mem::take(body);
+            on_blocking_thread(state, &ctx, move |s, c| metadata::handle(s, c, &mut body))
+        }
+        ApiKey::CreateTopics => {
+            let request = decode(&ctx, body)?;
+            on_blocking_thread(state, &ctx, move |s, c| topics::create(s, c, request))
+        }
+        ApiKey::DeleteTopics => {
+            let request = decode(&ctx, body)?;
+            on_blocking_thread(state, &ctx, move |s, c| topics::delete(s, c, request))
+        }
+        ApiKey::CreatePartitions => {
+            let request = decode(&ctx, body)?;
+            on_blocking_thread(state, &ctx, move |s, c| {
+                topics::create_partitions(s, c, request)
+            })
+        }
         ApiKey::DescribeConfigs => configs::describe(state, &ctx, decode(&ctx, body)?),
         ApiKey::Produce => produce::handle(state, ctx.clone(), decode(&ctx, body)?),
         ApiKey::Fetch => fetch::handle(state, ctx.clone(), decode(&ctx, body)?),
-        ApiKey::ListOffsets => list_offsets::handle(state, &ctx, decode(&ctx, body)?),
+        ApiKey::ListOffsets => list_offsets::handle(state, ctx.clone(), decode(&ctx, body)?),
         ApiKey::FindCoordinator => group::find_coordinator(state, &ctx, decode(&ctx, body)?),
         ApiKey::JoinGroup => group::join(state, ctx.clone(), decode(&ctx, body)?),
         ApiKey::SyncGroup => group::sync(state, ctx.clone(), decode(&ctx, body)?),
