@@ -4,15 +4,16 @@
 //!
 //! # Store, then apply, then answer
 //! Under the coordinator's lock an operation checks, decides on its records and queues them
-//! (an [`AppendQueue`]: appended in the order decided, on a blocking thread, so the lock is
-//! never held across the disk); then, off the lock, it waits for them to be durable and only
-//! then applies and answers. Committed offsets (and offsets deleted with their group, a
+//! (an [`AppendQueue`]: appended in the order decided and made durable on a blocking thread,
+//! so the lock is never held across the disk); then, off the lock, it waits for them to be
+//! durable and only then applies and answers. Committed offsets (and offsets deleted with their group, a
 //! partition or a topic) change in memory only once stored. Membership follows Kafka's classic
 //! protocol: a rebalance's assignment is handed out only once the group is stored with it (if
 //! it cannot be, the members get the storage error and the group rebalances again), a returning
 //! static member keeps its old id if its new one cannot be stored, and a LeaveGroup whose
-//! record fails answers the error. A failed append answers NOT_COORDINATOR (the disk failed)
-//! or COORDINATOR_NOT_AVAILABLE, as Kafka's coordinator maps them.
+//! record fails answers the error. Refusals are [`GroupError`]s, which handlers answer with
+//! Kafka's codes; records that could not be stored are NOT_COORDINATOR when the disk failed,
+//! as Kafka's coordinator maps them.
 //!
 //! A group lives in the partition `abs(javaHashCode(group id)) % partitions` of
 //! `__consumer_offsets`, as in Kafka.
