@@ -725,11 +725,12 @@ pub fn scenario(name: &str) -> Scenario {
 }
 
 /// Java's `line.split("\\W+")`: runs of non-word characters separate words; a leading
-/// separator gives an empty first word, trailing ones give nothing.
+/// separator gives an empty first word, and every empty word at the end is dropped, so a
+/// line of separators alone gives none. A line with no separator is its own word, even empty.
 fn java_split_words(line: &str) -> Vec<String> {
     let mut words: Vec<String> = Vec::new();
     let mut word = String::new();
-    let mut in_separator = false;
+    let (mut in_separator, mut separated) = (false, false);
     for c in line.chars() {
         if c.is_ascii_alphanumeric() || c == '_' {
             if in_separator {
@@ -739,11 +740,14 @@ fn java_split_words(line: &str) -> Vec<String> {
             word.push(c);
         } else {
             in_separator = true;
+            separated = true;
         }
     }
     words.push(word);
-    while words.len() > 1 && words.last().is_some_and(String::is_empty) {
-        words.pop();
+    if separated {
+        while words.last().is_some_and(String::is_empty) {
+            words.pop();
+        }
     }
     words
 }
@@ -912,4 +916,29 @@ pub fn scenarios() -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::java_split_words;
+
+    /// What Java 17 gives for `s.split("\\W+")`.
+    #[test]
+    fn words_split_as_java_splits_them() {
+        let cases: &[(&str, &[&str])] = &[
+            ("", &[""]),
+            ("...", &[]),
+            (" ", &[]),
+            ("abc", &["abc"]),
+            (".a", &["", "a"]),
+            ("a.", &["a"]),
+            ("a..b  c", &["a", "b", "c"]),
+            ("..a..", &["", "a"]),
+            ("snake_case x1", &["snake_case", "x1"]),
+            ("caf\u{e9} ok", &["caf", "ok"]),
+        ];
+        for (line, words) in cases {
+            assert_eq!(java_split_words(line), *words, "{line:?}");
+        }
+    }
 }

@@ -1,6 +1,8 @@
 //! Count, reduce or aggregate in session windows: the record's session, merged with every
 //! session of its key it comes within the inactivity gap of; the merged sessions are deleted
 //! downstream with tombstones, unless final results are emitted by session end once closed.
+//! As in Kafka 4.4, updates and tombstones carry no headers; final results carry those of the
+//! record that closed their sessions.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -112,11 +114,12 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
                 if !emit_updates {
                     continue;
                 }
+                // As Kafka 4.4: a session's updates and tombstones carry no headers.
                 ctx.forward(Record {
                     key: Windowed::new(r.key.clone(), window),
                     value: Change::new(None, send_old.then_some(value)),
                     timestamp: window.end,
-                    headers: r.headers.clone(),
+                    headers: Vec::new(),
                 });
             }
         }
@@ -130,7 +133,7 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
             key: Windowed::new(r.key, merged_window),
             value: Change::new(Some(agg), None),
             timestamp: merged_window.end,
-            headers: r.headers,
+            headers: Vec::new(),
         });
         Ok(())
     }
