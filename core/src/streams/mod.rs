@@ -32,7 +32,7 @@ pub use processor::{
 };
 pub use record::{Change, Record, RecordMetadata};
 pub use task::{
-    GlobalStores, Output, PartitionCounts, SharedStore, SinkRecord, StoreInstance,
+    EmitIntervals, GlobalStores, Output, PartitionCounts, SharedStore, SinkRecord, StoreInstance,
     StreamPartitioner, StreamTask, TaskConfig, TaskId, TimestampExtractor, TopicNameExtractor,
 };
 pub use topology::{InternalTopic, InternalTopicKind, Subtopology, Topology, TopologyDescription};

@@ -182,6 +182,11 @@ impl<'a, KOut, VOut> ProcessorContext<'a, KOut, VOut> {
         self.graph.state.wall_clock
     }
 
+    /// How often the task's throttled emissions may happen.
+    pub(crate) fn emit_intervals(&self) -> crate::streams::task::EmitIntervals {
+        self.graph.state.emit_intervals
+    }
+
     /// Schedules [`Processor::punctuate`] every `interval_ms` of `kind`'s clock. In stream
     /// time the first punctuation comes with the first record; in wall-clock time one
     /// interval from now. Missed punctuations are not made up: after a jump the next is one

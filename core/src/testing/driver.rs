@@ -12,7 +12,8 @@ use bytes::Bytes;
 use crate::log::{partition_for_key, Record, Timestamp};
 use crate::serde::Serde;
 use crate::streams::{
-    PartitionCounts, StreamTask, StreamsError, TaskConfig, TaskId, Topology, TopologyError,
+    EmitIntervals, PartitionCounts, StreamTask, StreamsError, TaskConfig, TaskId, Topology,
+    TopologyError,
 };
 
 use super::stores::{TestSessionStore, TestWindowStore};
@@ -212,6 +213,8 @@ impl TestDriverBuilder {
         let config = TaskConfig {
             partitions: Some(counts),
             wall_clock: self.wall_clock,
+            // As Kafka's TopologyTestDriver: no emission waits for wall-clock time.
+            emit_intervals: EmitIntervals::NONE,
             ..TaskConfig::new(app.clone())
         };
         let mut tasks = BTreeMap::new();

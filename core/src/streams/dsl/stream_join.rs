@@ -229,10 +229,6 @@ impl Default for TimeTracker {
 /// The trackers of every task, shared by a join's two processors.
 type Trackers = Arc<Mutex<HashMap<String, TimeTracker>>>;
 
-/// How often a left or outer join looks for records to emit without a partner, in ms of
-/// wall-clock time (Kafka's internal default).
-const OUTER_EMIT_INTERVAL_MS: i64 = 1000;
-
 /// Puts each record in its side's window store, after handing it to the join processor.
 struct JoinWindowProcessor<K, V> {
     store: String,
@@ -328,7 +324,8 @@ impl<K: Data, VThis: Data, VOther: Data, V1: Data, V2: Data, R: Data>
         if now < tracker.next_time_to_emit {
             return Ok(());
         }
-        tracker.next_time_to_emit = now + OUTER_EMIT_INTERVAL_MS;
+        // How often a left or outer join looks for records to emit without a partner.
+        tracker.next_time_to_emit = now.saturating_add(ctx.emit_intervals().outer_join_ms);
         tracker.min_time = i64::MAX;
         let entries = ctx.key_value_store(shared).all()?;
         let mut emitted = Vec::new();

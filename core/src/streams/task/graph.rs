@@ -127,6 +127,8 @@ pub(crate) struct TaskState {
     /// The largest timestamp the task has processed; -1 before the first.
     pub(crate) stream_time: Timestamp,
     pub(crate) wall_clock: Timestamp,
+    /// How often throttled emissions may happen.
+    pub(crate) emit_intervals: super::EmitIntervals,
     pub(crate) schedules: Vec<Schedule>,
     pub(crate) next_schedule: u64,
     pub(crate) output: Output,

@@ -83,6 +83,46 @@ pub struct TaskConfig {
     pub wall_clock: Timestamp,
     /// The instance's global stores.
     pub globals: GlobalStores,
+    /// How often throttled emissions may happen.
+    pub emit_intervals: EmitIntervals,
+}
+
+/// How often, in ms of wall-clock time, processors whose emissions Kafka throttles may emit:
+/// Kafka's internal settings, 1 s by default in an application and 0 in its
+/// `TopologyTestDriver`, so that tests see every emission at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EmitIntervals {
+    /// Final results of windowed aggregations (emit-on-window-close):
+    /// `__emit.interval.ms.kstreams.windowed.aggregation__`.
+    pub windowed_aggregation_ms: i64,
+    /// Records of a left or outer stream join left without a partner:
+    /// `__emit.interval.ms.kstreams.outer.join.spurious.results.fix__`.
+    pub outer_join_ms: i64,
+}
+
+impl EmitIntervals {
+    /// The setting of the windowed aggregations' interval.
+    pub const WINDOWED_AGGREGATION_KEY: &'static str =
+        "__emit.interval.ms.kstreams.windowed.aggregation__";
+    /// The setting of the outer joins' interval.
+    pub const OUTER_JOIN_KEY: &'static str =
+        "__emit.interval.ms.kstreams.outer.join.spurious.results.fix__";
+
+    /// No throttle: every emission at once, as Kafka's `TopologyTestDriver` has it.
+    pub const NONE: Self = Self {
+        windowed_aggregation_ms: 0,
+        outer_join_ms: 0,
+    };
+}
+
+impl Default for EmitIntervals {
+    /// Kafka's defaults in an application: 1 s each.
+    fn default() -> Self {
+        Self {
+            windowed_aggregation_ms: 1000,
+            outer_join_ms: 1000,
+        }
+    }
 }
 
 impl TaskConfig {
@@ -94,6 +134,7 @@ impl TaskConfig {
             partitions: None,
             wall_clock: 0,
             globals: GlobalStores::default(),
+            emit_intervals: EmitIntervals::default(),
         }
     }
 }
@@ -236,6 +277,7 @@ impl StreamTask {
                 timestamp: -1,
                 stream_time: -1,
                 wall_clock: config.wall_clock,
+                emit_intervals: config.emit_intervals,
                 schedules: Vec::new(),
                 next_schedule: 0,
                 output: Output::default(),

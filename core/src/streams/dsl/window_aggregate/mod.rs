@@ -44,7 +44,8 @@ fn forward_closed_windows<K: Data, V, VA: Data>(
     size: i64,
     bounds: impl FnOnce(&EmitFinal) -> Option<(Timestamp, Timestamp)>,
 ) -> Result<(), StreamsError> {
-    if !state.due(ctx.wall_clock_time(), close) {
+    let interval = ctx.emit_intervals().windowed_aggregation_ms;
+    if !state.due(ctx.wall_clock_time(), interval, close) {
         return Ok(());
     }
     let Some((lower, upper)) = bounds(state) else {

@@ -47,7 +47,8 @@ impl<K: Data, V: Data, VA: Data> SessionWindowAggregate<K, V, VA> {
         let (Some(state), Some(handle)) = (self.emit_final.as_mut(), &self.handle) else {
             return Ok(());
         };
-        if !state.due(ctx.wall_clock_time(), close) {
+        let interval = ctx.emit_intervals().windowed_aggregation_ms;
+        if !state.due(ctx.wall_clock_time(), interval, close) {
             return Ok(());
         }
         let upper = close - 1;
