@@ -2,9 +2,11 @@
 //! either when their window has closed (one final result per window) or when a time limit has
 //! passed since the key's first buffered update (the latest value then). Time is the
 //! processor's observed stream time; a key keeps its place in the buffer when it is updated
-//! again, as Kafka's buffer does. The buffer is written to a store, so it has a changelog.
+//! again, and updates of one buffer time leave in the order of their serialized keys' bytes,
+//! as Kafka's buffer (ordered by time, then key) has them. The buffer is written to a store,
+//! so it has a changelog.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -31,7 +33,6 @@ struct Buffered<K, V> {
     timestamp: Timestamp,
     headers: Vec<Header>,
     time: Timestamp,
-    seq: u64,
 }
 
 /// When a buffered update may leave.
@@ -50,8 +51,8 @@ struct Suppress<K, V> {
     keys: SerdeOf<K>,
     values: SerdeOf<V>,
     observed: Timestamp,
-    next_seq: u64,
-    order: BTreeMap<(Timestamp, u64), Bytes>,
+    /// The buffered keys by buffer time, then serialized key.
+    order: BTreeSet<(Timestamp, Bytes)>,
     entries: HashMap<Bytes, Buffered<K, V>>,
     handle: Option<KeyValueStoreHandle<Bytes, Bytes>>,
 }
@@ -60,7 +61,6 @@ impl<K: Data, V: Data> Suppress<K, V> {
     fn encode(&self, store: &str, entry: &Buffered<K, V>) -> Result<Bytes, SerdeError> {
         let mut out = Vec::new();
         out.extend_from_slice(&entry.time.to_be_bytes());
-        out.extend_from_slice(&entry.seq.to_be_bytes());
         out.extend_from_slice(&entry.timestamp.to_be_bytes());
         let part = |v: Option<&V>, out: &mut Vec<u8>| -> Result<(), SerdeError> {
             match v {
@@ -68,7 +68,10 @@ impl<K: Data, V: Data> Suppress<K, V> {
                     let mut bytes = Vec::new();
                     self.values.serialize_into(store, v, &mut bytes)?;
                     out.push(1);
-                    out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+                    let len = u32::try_from(bytes.len()).map_err(|_| {
+                        SerdeError::new("suppression buffer", store, "a value over 4 GiB")
+                    })?;
+                    out.extend_from_slice(&len.to_be_bytes());
                     out.extend_from_slice(&bytes);
                 }
                 None => out.push(0),
@@ -83,15 +86,11 @@ impl<K: Data, V: Data> Suppress<K, V> {
     fn decode(&self, store: &str, key: &Bytes, bytes: &[u8]) -> Result<Buffered<K, V>, SerdeError> {
         let bad = || SerdeError::new("suppression buffer", store, "truncated entry");
         let long = |b: &[u8]| i64::from_be_bytes(b.try_into().expect("8 bytes"));
-        if bytes.len() < 24 {
+        if bytes.len() < 16 {
             return Err(bad());
         }
-        let (time, seq, timestamp) = (
-            long(&bytes[..8]),
-            long(&bytes[8..16]) as u64,
-            long(&bytes[16..24]),
-        );
-        let mut rest = &bytes[24..];
+        let (time, timestamp) = (long(&bytes[..8]), long(&bytes[8..16]));
+        let mut rest = &bytes[16..];
         let mut part = || -> Result<Option<V>, SerdeError> {
             let (&flag, after) = rest.split_first().ok_or_else(bad)?;
             if flag == 0 {
@@ -115,7 +114,6 @@ impl<K: Data, V: Data> Suppress<K, V> {
             timestamp,
             headers: Vec::new(),
             time,
-            seq,
         })
     }
 
@@ -133,8 +131,7 @@ impl<K: Data, V: Data> Processor<K, Change<V>, K, Change<V>> for Suppress<K, V> 
         // What a restored store holds is the buffer.
         for (key, value) in ctx.key_value_store(&handle).all()? {
             let entry = self.decode(&self.store, &key, &value)?;
-            self.next_seq = self.next_seq.max(entry.seq + 1);
-            self.order.insert((entry.time, entry.seq), key.clone());
+            self.order.insert((entry.time, key.clone()));
             self.entries.insert(key, entry);
         }
         self.handle = Some(handle);
@@ -163,16 +160,13 @@ impl<K: Data, V: Data> Processor<K, Change<V>, K, Change<V>> for Suppress<K, V> 
                 ..previous
             },
             None => {
-                let seq = self.next_seq;
-                self.next_seq += 1;
-                self.order.insert((time, seq), key_bytes.clone());
+                self.order.insert((time, key_bytes.clone()));
                 Buffered {
                     key: r.key,
                     change: r.value,
                     timestamp: r.timestamp,
                     headers: r.headers,
                     time,
-                    seq,
                 }
             }
         };
@@ -181,14 +175,10 @@ impl<K: Data, V: Data> Processor<K, Change<V>, K, Change<V>> for Suppress<K, V> 
             .put(&key_bytes, Some(&encoded))?;
         self.entries.insert(key_bytes, entry);
         let expiry = self.expiry();
-        while let Some((&(time, seq), _)) = self.order.first_key_value() {
-            if time > expiry {
+        while self.order.first().is_some_and(|(time, _)| *time <= expiry) {
+            let Some((_, key)) = self.order.pop_first() else {
                 break;
-            }
-            let key = self
-                .order
-                .remove(&(time, seq))
-                .expect("the first entry exists");
+            };
             let Some(entry) = self.entries.remove(&key) else {
                 continue;
             };
@@ -243,8 +233,7 @@ impl<K: Data, V: Data> KTable<K, V> {
                 keys: k.clone(),
                 values: v.clone(),
                 observed: -1,
-                next_seq: 0,
-                order: BTreeMap::new(),
+                order: BTreeSet::new(),
                 entries: HashMap::new(),
                 handle: None,
             })?;
