@@ -187,10 +187,10 @@ impl<'a, KOut, VOut> ProcessorContext<'a, KOut, VOut> {
         self.graph.state.emit_intervals
     }
 
-    /// Schedules [`Processor::punctuate`] every `interval_ms` of `kind`'s clock. In stream
-    /// time the first punctuation comes with the first record; in wall-clock time one
-    /// interval from now. Missed punctuations are not made up: after a jump the next is one
-    /// interval after the jump.
+    /// Schedules [`Processor::punctuate`] every `interval_ms` of `kind`'s clock, as Kafka
+    /// does. In stream time punctuations fall on multiples of the interval, the first with
+    /// the first record; in wall-clock time on multiples of it from one interval after now.
+    /// Missed punctuations are not made up: after a jump the next is the next multiple.
     pub fn schedule(&mut self, interval_ms: i64, kind: PunctuationType) -> ScheduleId {
         let state = &mut self.graph.state;
         let id = ScheduleId(state.next_schedule);

@@ -513,8 +513,12 @@ impl StreamTask {
             );
             self.graph.state.metadata = saved;
             if let Some(s) = self.graph.state.schedules.iter_mut().find(|s| s.id == id) {
-                let next = s.next + s.interval;
-                s.next = if now >= next { now + s.interval } else { next };
+                // As Kafka's `PunctuationSchedule.next`: the next multiple of the interval
+                // from the schedule's start after `now`, missed punctuations not made up.
+                let missed = now.saturating_sub(s.next) / s.interval;
+                s.next = s
+                    .next
+                    .saturating_add(missed.saturating_add(1).saturating_mul(s.interval));
             }
             if let Some(e) = self.graph.state.error.take() {
                 return Err(e);
