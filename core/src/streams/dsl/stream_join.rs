@@ -329,9 +329,21 @@ impl<K: Data, VThis: Data, VOther: Data, V1: Data, V2: Data, R: Data>
         tracker.min_time = i64::MAX;
         let entries = ctx.key_value_store(shared).all()?;
         let mut emitted = Vec::new();
+        // As Kafka: entries come by time, then side; once a window is still open on both
+        // sides, no later entry can be emitted, and the scan stops there (the minimum time
+        // kept being that entry's).
+        let (mut left_open, mut right_open) = (false, false);
         for (key, values) in entries {
             tracker.min_time = key.timestamp;
+            if left_open && right_open {
+                break;
+            }
             if self.still_open(&tracker, &key) {
+                if key.left {
+                    left_open = true;
+                } else {
+                    right_open = true;
+                }
                 continue;
             }
             for value in values {
