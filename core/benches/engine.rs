@@ -26,10 +26,10 @@ use std::time::{Duration, Instant};
 use bytes::{BufMut, BytesMut};
 use eddy_core::log::Record;
 use eddy_core::serde::I64Serde;
+use eddy_core::streams::internals::{StreamTask, TaskConfig};
 use eddy_core::streams::windows::TimeWindows;
 use eddy_core::streams::{
-    Consumed, Grouped, Materialized, Produced, StreamTask, StreamsBuilder, TaskConfig, TaskId,
-    Topology,
+    Consumed, Grouped, Materialized, Produced, StreamsBuilder, TaskId, Topology,
 };
 
 const RECORDS: usize = 2_000_000;

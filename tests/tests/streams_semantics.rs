@@ -7,10 +7,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use eddy::log::Record as LogRecord;
 use eddy::serde::{I64Serde, Nullable, StringSerde};
+use eddy::streams::internals::{StreamTask, TaskConfig};
 use eddy::streams::windows::TimeWindows;
 use eddy::streams::{
     Consumed, Grouped, Materialized, Processor, ProcessorContext, Produced, Punctuation,
-    PunctuationType, Record, StreamTask, StreamsBuilder, StreamsError, TaskConfig, TaskId,
+    PunctuationType, Record, StreamsBuilder, StreamsError, TaskId,
 };
 use eddy::testing::TestDriver;
 

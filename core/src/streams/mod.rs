@@ -4,8 +4,9 @@
 //!   [`Topology`] it builds, printed by [`Topology::describe`] in Kafka's exact text;
 //! - the Processor API ([`Processor`], [`ProcessorContext`]) for processors of one's own;
 //! - the stores ([`store`]) and windows ([`windows`]) stateful operations are built on;
-//! - the task engine ([`StreamTask`]): one sub-topology for one partition, a deterministic
-//!   machine that takes input records and yields output records and changelog records.
+//! - apart, in [`internals`], the task engine ([`internals::StreamTask`]): one sub-topology
+//!   for one partition, a deterministic machine that takes input records and yields output
+//!   records and changelog records.
 //!
 //! Inside a sub-topology records pass between processors as typed values; they become bytes
 //! only at sinks, repartition topics and stores.
@@ -31,9 +32,19 @@ pub use processor::{
     ScheduleId, SessionStoreHandle, WindowStoreHandle,
 };
 pub use record::{Change, Record, RecordMetadata};
-pub use task::{
-    EmitIntervals, GlobalStores, Output, PartitionCounts, SharedStore, SinkRecord, StoreInstance,
-    StreamPartitioner, StreamTask, TaskConfig, TaskId, TimestampExtractor, TopicNameExtractor,
-};
-pub use topology::{InternalTopic, InternalTopicKind, Subtopology, Topology, TopologyDescription};
+pub use task::{StreamPartitioner, TaskId, TimestampExtractor, TopicNameExtractor};
+pub use topology::{Topology, TopologyDescription};
+
+/// The engine's own types, apart from what a topology's author uses (as Kafka Streams keeps
+/// them in `internals`): the task engine ([`StreamTask`](internals::StreamTask): one
+/// sub-topology for one partition, a deterministic machine that takes input records and
+/// yields output and changelog records), its settings and outputs, and the topology's
+/// sub-topologies and internal topics. The streams runtime and the `TestDriver` build on them.
+pub mod internals {
+    pub use super::task::{
+        EmitIntervals, GlobalStores, Output, PartitionCounts, SharedStore, SinkRecord,
+        StoreInstance, StreamTask, TaskConfig,
+    };
+    pub use super::topology::{InternalTopic, InternalTopicKind, Subtopology};
+}
 pub use windowed::{SessionWindowedSerde, TimeWindowedSerde, Windowed};

@@ -11,10 +11,8 @@ use bytes::Bytes;
 
 use crate::log::{partition_for_key, Record, Timestamp};
 use crate::serde::Serde;
-use crate::streams::{
-    EmitIntervals, PartitionCounts, StreamTask, StreamsError, TaskConfig, TaskId, Topology,
-    TopologyError,
-};
+use crate::streams::internals::{EmitIntervals, PartitionCounts, StreamTask, TaskConfig};
+use crate::streams::{StreamsError, TaskId, Topology, TopologyError};
 
 use super::stores::{TestSessionStore, TestWindowStore};
 use super::topics::{TestInputTopic, TestKeyValueStore, TestOutputTopic};

@@ -9,9 +9,9 @@ use bytes::Bytes;
 
 use super::driver::DriverState;
 use crate::log::Timestamp;
+use crate::streams::internals::StoreInstance;
 use crate::streams::store::{KeyValueSerdes, StoreBuilder, ValueAndTimestamp};
 use crate::streams::windows::Window;
-use crate::streams::StoreInstance;
 
 /// Decodes a key and a value of `definition`'s store, stripping the timestamp of a
 /// timestamped store; `None` when the store has other types.

@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use crate::log::{Header, Record, Timestamp};
 use crate::serde::{deserialize_nullable, serialize_nullable, Serde};
+use crate::streams::internals::StoreInstance;
 use crate::streams::store::{KeyValueSerdes, ValueAndTimestamp};
-use crate::streams::{StoreInstance, StreamsError};
+use crate::streams::StreamsError;
 
 use super::driver::DriverState;
 
