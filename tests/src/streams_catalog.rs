@@ -820,6 +820,12 @@ pub fn read_lines(path: &PathBuf) -> Vec<Value> {
 /// piped in, then every output topic drained in the scenario's order. With more than one
 /// partition per topic, each output line also says its partition.
 pub fn run(name: &str, partitions: i32) -> Vec<Value> {
+    run_input(name, &catalog().join(name).join("input.jsonl"), partitions)
+}
+
+/// Runs scenario `name` over the input lines of `input` (the catalog's format), as [`run`]
+/// does over the scenario's own.
+pub fn run_input(name: &str, input: &std::path::Path, partitions: i32) -> Vec<Value> {
     let s = scenario(name);
     let driver = TestDriver::builder(s.topology)
         .application_id(format!("reference-{name}"))
@@ -835,7 +841,7 @@ pub fn run(name: &str, partitions: i32) -> Vec<Value> {
         })
         .collect();
     let mut lines = Vec::new();
-    for line in read_lines(&catalog().join(name).join("input.jsonl")) {
+    for line in read_lines(&input.to_path_buf()) {
         if let Some(ms) = line.get("advance_wall_clock_ms") {
             driver
                 .advance_wall_clock_time(ms.as_i64().expect("ms"))
