@@ -2,8 +2,9 @@
 //! window's aggregate is forwarded once, after the window closed. Like Kafka, the processor
 //! looks for closed windows at most once per interval of wall-clock time
 //! ([`EmitIntervals`](crate::streams::task::EmitIntervals): a second in an application, no
-//! throttle in the `TestDriver`), and only when the close time moved since it last emitted; what it emits is the range of windows that closed in
-//! between (by window start for time and sliding windows, by session end for sessions).
+//! throttle in the `TestDriver`), and only when the close time moved since it last emitted;
+//! what it emits is the range of windows that closed in between (by window start for time
+//! and sliding windows, by session end for sessions).
 
 use crate::log::Timestamp;
 
