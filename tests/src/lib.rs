@@ -1,9 +1,10 @@
 //! Helpers for eddy's end-to-end tests: a bare Kafka wire connection that sends any bytes,
 //! well formed or not, and decodes the responses, so tests can speak to a real broker below
 //! any client library; and the Kafka Streams reference catalog on eddy's side
-//! ([`streams_catalog`]).
+//! ([`streams_catalog`]) with its randomized differential test ([`streams_differential`]).
 
 pub mod streams_catalog;
+pub mod streams_differential;
 
 use std::io;
 use std::time::Duration;

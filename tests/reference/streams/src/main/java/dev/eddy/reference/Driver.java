@@ -3,15 +3,21 @@ package dev.eddy.reference;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.stream.Stream;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.kafka.streams.StreamsConfig;
@@ -32,12 +38,37 @@ import org.apache.kafka.streams.test.TestRecord;
 public final class Driver {
     private Driver() {}
 
+    /**
+     * The state directory of every driver this process runs: one of its own, so that several
+     * processes can run drivers of the same scenario at once without sharing state.
+     */
+    private static final Path STATE_DIR = createStateDir();
+
+    private static Path createStateDir() {
+        try {
+            Path dir = Files.createTempDirectory("eddy-reference-state-");
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> deleteTree(dir)));
+            return dir;
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    private static void deleteTree(Path dir) {
+        try (Stream<Path> paths = Files.walk(dir)) {
+            paths.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+        } catch (IOException ignored) {
+            // Best effort at exit: the directory is under the system's temporary directory.
+        }
+    }
+
     /** Runs the scenario over the input lines and returns the output lines. */
     public static List<ObjectNode> run(Scenario scenario, List<JsonNode> input) {
         Properties props = new Properties();
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, "reference-" + scenario.name());
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, "unused:9092");
         props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
+        props.put(StreamsConfig.STATE_DIR_CONFIG, STATE_DIR.toString());
         List<ObjectNode> output = new ArrayList<>();
         try (TopologyTestDriver driver =
                 new TopologyTestDriver(scenario.topology().get(), props, Instant.ofEpochMilli(0))) {

@@ -12,6 +12,7 @@ import java.util.List;
  *   list                                   names of the catalog's scenarios
  *   describe NAME                          Topology.describe() of a scenario
  *   driver NAME INPUT.jsonl OUTPUT.jsonl   run through TopologyTestDriver
+ *   serve                                  many driver runs in one JVM, one request a line
  *   bench NAME --bootstrap HOST:PORT [--records N] [--partitions P] [--threads T]
  *                                          throughput of a real KafkaStreams instance
  * </pre>
@@ -35,6 +36,10 @@ public final class Main {
                 List<JsonNode> input = JsonLines.read(Path.of(args[2]));
                 List<ObjectNode> output = Driver.run(Catalog.get(args[1]), input);
                 JsonLines.write(Path.of(args[3]), output);
+            }
+            case "serve" -> {
+                need(args, 1);
+                Serve.run();
             }
             case "bench" -> {
                 if (args.length < 2 || args.length % 2 != 0) {
@@ -69,7 +74,7 @@ public final class Main {
     }
 
     private static void usage() {
-        System.err.println("usage: list | describe NAME | driver NAME INPUT OUTPUT"
+        System.err.println("usage: list | describe NAME | driver NAME INPUT OUTPUT | serve"
                 + " | bench NAME --bootstrap HOST:PORT [--records N] [--partitions P] [--threads T]");
         System.exit(2);
     }
