@@ -624,6 +624,101 @@ pub fn scenario(name: &str) -> Scenario {
                 vec![("session-trails", SessionWindowed, Str)],
             )
         }
+        "null-keys" => {
+            let keyless = || Consumed::with(Nullable(StringSerde), StringSerde);
+            let clicks = builder.stream("clicks", keyless());
+            let views = builder.stream("views", keyless());
+            let users = builder.table("users", keyless(), Materialized::default());
+            clicks
+                .clone()
+                .group_by_key(Grouped::with(Nullable(StringSerde), StringSerde))
+                .count(Materialized::default())
+                .to_stream()
+                .to("click-counts", Produced::default());
+            let text = |v: Option<&String>| v.map_or("null".to_string(), String::clone);
+            clicks
+                .clone()
+                .left_join(
+                    views,
+                    move |c, v| format!("{c}/{}", text(v)),
+                    JoinWindows::of_time_difference_with_no_grace(Duration::from_secs(5))
+                        .expect("windows"),
+                    StreamJoined::with(Nullable(StringSerde), StringSerde, StringSerde),
+                )
+                .to(
+                    "clicks-with-views",
+                    Produced::with(Nullable(StringSerde), StringSerde),
+                );
+            clicks
+                .left_join_table(
+                    &users,
+                    move |c, u| format!("{c}@{}", text(u)),
+                    Joined::default(),
+                )
+                .to(
+                    "clicks-with-users",
+                    Produced::with(Nullable(StringSerde), StringSerde),
+                );
+            (
+                vec![
+                    ("clicks", Str, Str),
+                    ("views", Str, Str),
+                    ("users", Str, Str),
+                ],
+                vec![
+                    ("click-counts", Str, Long),
+                    ("clicks-with-views", Str, Str),
+                    ("clicks-with-users", Str, Str),
+                ],
+            )
+        }
+        "null-keys-windowed" => {
+            let clicks =
+                builder.stream("clicks", Consumed::with(Nullable(StringSerde), StringSerde));
+            let grouped = || {
+                clicks
+                    .clone()
+                    .group_by_key(Grouped::with(Nullable(StringSerde), StringSerde))
+            };
+            grouped()
+                .windowed_by(
+                    TimeWindows::of_size_and_grace(Duration::from_secs(10), Duration::from_secs(2))
+                        .expect("windows"),
+                )
+                .count(Materialized::default())
+                .to_stream()
+                .to("window-counts", Produced::default());
+            grouped()
+                .windowed_by_session(
+                    SessionWindows::of_inactivity_gap_and_grace(
+                        Duration::from_secs(3),
+                        Duration::from_secs(1),
+                    )
+                    .expect("windows"),
+                )
+                .count(Materialized::default())
+                .to_stream()
+                .to("session-counts", Produced::default());
+            grouped()
+                .windowed_by_sliding(
+                    SlidingWindows::of_time_difference_and_grace(
+                        Duration::from_secs(5),
+                        Duration::from_secs(1),
+                    )
+                    .expect("windows"),
+                )
+                .count(Materialized::default())
+                .to_stream()
+                .to("sliding-counts", Produced::default());
+            (
+                vec![("clicks", Str, Str)],
+                vec![
+                    ("window-counts", TimeWindowed(10_000), Long),
+                    ("session-counts", SessionWindowed, Long),
+                    ("sliding-counts", TimeWindowed(5_000), Long),
+                ],
+            )
+        }
         "event-time-in-value" => {
             // The value is `<millis>|<reading>`; a value without a number fails the task.
             let from_value = |record: &eddy::log::Record, _partition_time: i64| {

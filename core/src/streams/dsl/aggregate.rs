@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use super::nulls::Nulls;
 use crate::streams::processor::{Data, KeyValueStoreHandle, Processor, ProcessorContext};
 use crate::streams::record::{Change, Record};
 use crate::streams::store::ValueAndTimestamp;
@@ -65,10 +66,12 @@ impl<K, V, VA> Fold<K, V, VA> {
     }
 }
 
-/// `count`, `reduce` and `aggregate` of a grouped stream.
+/// `count`, `reduce` and `aggregate` of a grouped stream. Records with a null key or value
+/// are skipped (and counted as dropped), as Kafka's `KStreamAggregate` skips them.
 pub(crate) struct StreamAggregate<K, V, VA> {
     pub(crate) store: String,
     pub(crate) fold: Fold<K, V, VA>,
+    pub(crate) nulls: (Nulls<K>, Nulls<V>),
     pub(crate) send_old_values: Arc<AtomicBool>,
     pub(crate) handle: Option<KeyValueStoreHandle<K, ValueAndTimestamp<VA>>>,
 }
@@ -87,6 +90,10 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, K, Change<VA>> for StreamAggreg
         let Some(handle) = &self.handle else {
             return Ok(());
         };
+        if self.nulls.0.is_null(&r.key) || self.nulls.1.is_null(&r.value) {
+            ctx.record_dropped();
+            return Ok(());
+        }
         let send_old = self.send_old_values.load(Ordering::Relaxed);
         let mut outcome = None;
         let fold = &self.fold;
@@ -118,9 +125,11 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, K, Change<VA>> for StreamAggreg
 }
 
 /// The source of a table: turns each record into an update, kept in the table's store when
-/// it has one.
+/// it has one. Records with a null key are skipped (and counted as dropped), as Kafka's
+/// `KTableSource` skips them.
 pub(crate) struct TableSourceProcessor<K, V> {
     pub(crate) store: Option<String>,
+    pub(crate) null_keys: Nulls<K>,
     pub(crate) send_old_values: Arc<AtomicBool>,
     pub(crate) handle: Option<KeyValueStoreHandle<K, ValueAndTimestamp<V>>>,
 }
@@ -138,6 +147,10 @@ impl<K: Data, V: Data> Processor<K, Option<V>, K, Change<V>> for TableSourceProc
         r: Record<K, Option<V>>,
         ctx: &mut ProcessorContext<'_, K, Change<V>>,
     ) -> Result<(), StreamsError> {
+        if self.null_keys.is_null(&r.key) {
+            ctx.record_dropped();
+            return Ok(());
+        }
         let old = match &self.handle {
             Some(handle) => {
                 let mut store = ctx.key_value_store(handle);

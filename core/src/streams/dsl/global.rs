@@ -8,6 +8,7 @@ use super::builder::StreamsBuilder;
 use super::getter::ValueGetter;
 use super::kstream::KStream;
 use super::ktable::{table_store, TableSource};
+use super::nulls::Nulls;
 use super::options::{Consumed, Materialized, SerdeOf};
 use crate::serde::Nullable;
 use crate::streams::processor::{Data, Processor, ProcessorContext};
@@ -18,6 +19,7 @@ use crate::streams::{StreamsError, TopologyError};
 pub struct GlobalKTable<K, V> {
     store: String,
     getter: ValueGetter<K, V>,
+    null_keys: Nulls<K>,
 }
 
 impl<K, V> GlobalKTable<K, V> {
@@ -50,8 +52,13 @@ impl StreamsBuilder {
                 node: source,
                 which: "key or value",
             });
-            return GlobalKTable { store, getter };
+            return GlobalKTable {
+                store,
+                getter,
+                null_keys: Nulls::of(None),
+            };
         };
+        let keys_of_table = keys.clone();
         let nullable: SerdeOf<Option<V>> = Arc::new(Nullable(values.clone()));
         self.with_topology(|t| {
             t.global_topics.push(topic.to_string());
@@ -77,7 +84,11 @@ impl StreamsBuilder {
         let definition = table_store(&store, keys, values, false).global();
         self.with_topology(|t| t.add_state_store(definition, &[&processor]).map(|_| ()));
         *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(store.clone());
-        GlobalKTable { store, getter }
+        GlobalKTable {
+            store,
+            getter,
+            null_keys: Nulls::of(Some(keys_of_table)),
+        }
     }
 }
 
@@ -87,10 +98,12 @@ type KeyChooser<K, V, KG> = Arc<dyn Fn(&K, &V) -> KG + Send + Sync>;
 /// A stream record's value with the global table's, `None` where the join gives nothing.
 type GlobalJoiner<V, VG, R> = Arc<dyn Fn(&V, Option<&VG>) -> Option<R> + Send + Sync>;
 
-/// Looks up the key each record chooses in a global table.
+/// Looks up the key each record chooses in a global table. A null key finds nothing: a left
+/// join forwards the record without a value, an inner join drops it.
 struct GlobalJoin<K, V, KG, VG, R> {
     key: KeyChooser<K, V, KG>,
     getter: ValueGetter<KG, VG>,
+    null_keys: Nulls<KG>,
     joiner: GlobalJoiner<V, VG, R>,
 }
 
@@ -103,9 +116,14 @@ impl<K: Data, V: Data, KG: Data, VG: Data, R: Data> Processor<K, V, K, R>
         ctx: &mut ProcessorContext<'_, K, R>,
     ) -> Result<(), StreamsError> {
         let key = (self.key)(&r.key, &r.value);
-        let found = (self.getter.get)(&mut ctx.reader(), &key)?;
-        if let Some(out) = (self.joiner)(&r.value, found.as_ref().map(|v| &v.value)) {
-            ctx.forward(r.with_value(out));
+        let found = if self.null_keys.is_null(&key) {
+            None
+        } else {
+            (self.getter.get)(&mut ctx.reader(), &key)?
+        };
+        match (self.joiner)(&r.value, found.as_ref().map(|v| &v.value)) {
+            Some(out) => ctx.forward(r.with_value(out)),
+            None => ctx.record_dropped(),
         }
         Ok(())
     }
@@ -147,12 +165,14 @@ impl<K: Data, V: Data> KStream<K, V> {
             .builder
             .name(self.next_name.take(), "KSTREAM-LEFTJOIN-");
         let getter = table.getter.clone();
+        let null_keys = table.null_keys.clone();
         let parent = self.node.clone();
         self.builder.with_topology(|t| {
             let p = t.index_of(&parent).into_iter().collect();
             t.add_processor_node(&name, p, move || GlobalJoin {
                 key: key.clone(),
                 getter: getter.clone(),
+                null_keys: null_keys.clone(),
                 joiner: joiner.clone(),
             })
         });

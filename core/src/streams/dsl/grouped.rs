@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::aggregate::{Fold, StreamAggregate};
 use super::kstream::KStream;
 use super::ktable::KTable;
+use super::nulls::Nulls;
 use super::options::{Materialized, Named, SerdeOf};
 use super::windowed::{SessionWindowedKStream, TimeWindowedKStream, WindowSpec};
 use crate::serde::I64Serde;
@@ -50,6 +51,10 @@ impl<K: Data, V: Data> KGroupedStream<K, V> {
 
     pub(crate) fn value_serde(&self) -> Option<SerdeOf<V>> {
         self.values.clone()
+    }
+
+    pub(crate) fn key_serde(&self) -> Option<SerdeOf<K>> {
+        self.keys.clone()
     }
 
     /// Names the node of the aggregation that follows.
@@ -118,6 +123,10 @@ impl<K: Data, V: Data> KGroupedStream<K, V> {
         materialized: Materialized<K, VA>,
     ) -> KTable<K, VA> {
         let builder = self.stream.builder.clone();
+        let nulls = (
+            Nulls::of(materialized.keys.clone().or(self.keys.clone())),
+            Nulls::of(self.values.clone()),
+        );
         let parts = self.aggregate_node(
             prefix,
             &materialized,
@@ -126,6 +135,7 @@ impl<K: Data, V: Data> KGroupedStream<K, V> {
             move |store, flag| StreamAggregate {
                 store,
                 fold: fold.clone(),
+                nulls: nulls.clone(),
                 send_old_values: flag,
                 handle: None,
             },

@@ -9,6 +9,7 @@ use super::aggregate::TableSourceProcessor;
 use super::builder::StreamsBuilder;
 use super::getter::ValueGetter;
 use super::kstream::KStream;
+use super::nulls::Nulls;
 use super::options::{Materialized, Named, SerdeOf};
 use crate::serde::Nullable;
 use crate::streams::processor::{Data, Processor, ProcessorContext};
@@ -331,11 +332,13 @@ impl TableSource {
         let flag = Arc::new(AtomicBool::new(false));
         let shared = flag.clone();
         let now = store.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let null_keys = Nulls::of(Some(keys.clone()));
         builder.with_topology(|t| {
             let p = t.index_of(parent).into_iter().collect();
             t.add_processor_node(name, p, move || {
                 wrap(TableSourceProcessor {
                     store: store.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+                    null_keys: null_keys.clone(),
                     send_old_values: shared.clone(),
                     handle: None,
                 })

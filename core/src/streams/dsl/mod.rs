@@ -12,6 +12,7 @@ mod grouped;
 mod grouped_table;
 mod kstream;
 mod ktable;
+mod nulls;
 mod ops;
 mod options;
 mod stream_join;

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use bytes::BufMut;
 
 use super::kstream::KStream;
+use super::nulls::Nulls;
 use super::options::SerdeOf;
 use crate::log::Timestamp;
 use crate::serde::{Serde, SerdeError};
@@ -229,9 +230,11 @@ impl Default for TimeTracker {
 /// The trackers of every task, shared by a join's two processors.
 type Trackers = Arc<Mutex<HashMap<String, TimeTracker>>>;
 
-/// Puts each record in its side's window store, after handing it to the join processor.
+/// Puts each record in its side's window store, after handing it to the join processor; a
+/// record with a null key joins nothing and is not stored.
 struct JoinWindowProcessor<K, V> {
     store: String,
+    null_keys: Nulls<K>,
     seq: u32,
     handle: Option<WindowStoreHandle<K, V>>,
 }
@@ -250,6 +253,10 @@ impl<K: Data, V: Data> Processor<K, V, K, V> for JoinWindowProcessor<K, V> {
         let Some(handle) = &self.handle else {
             return Ok(());
         };
+        if self.null_keys.is_null(&r.key) {
+            ctx.forward(r);
+            return Ok(());
+        }
         let (key, value, ts) = (r.key.clone(), r.value.clone(), r.timestamp);
         ctx.forward(r);
         self.seq = (self.seq + 1) & 0x7FFF_FFFF;
@@ -266,6 +273,7 @@ struct JoinProcessor<K, VThis, VOther, V1, V2, R> {
     outer_store: Option<String>,
     /// Whether this side emits its records without a partner.
     outer: bool,
+    null_keys: Nulls<K>,
     join_before: i64,
     join_after: i64,
     windows: JoinWindows,
@@ -393,6 +401,16 @@ impl<K: Data, VThis: Data, VOther: Data, V1: Data, V2: Data, R: Data> Processor<
         let mut tracker = self.tracker(ctx);
         tracker.stream_time = tracker.stream_time.max(t);
         self.set_tracker(ctx, tracker);
+        // Kafka (KIP-962): a record with a null key has no partner; an outer side forwards
+        // it at once, after its time counted for the join.
+        if self.null_keys.is_null(&r.key) {
+            if self.outer {
+                self.forward_without_partner(r, ctx);
+            } else {
+                ctx.record_dropped();
+            }
+            return Ok(());
+        }
         if t == tracker.stream_time {
             self.emit_non_joined(&r, ctx)?;
         }
@@ -441,23 +459,30 @@ impl<K: Data, VThis: Data, VOther: Data, V1: Data, V2: Data, R: Data> Processor<
                     waiting.push((self.wrap)(r.value));
                     store.put(&key, Some(&waiting))?;
                 }
-                _ => {
-                    let (left, right) = match (self.wrap)(r.value) {
-                        LeftOrRight::Left(l) => (Some(l), None),
-                        LeftOrRight::Right(v) => (None, Some(v)),
-                    };
-                    if let Some(out) = (self.joiner)(left.as_ref(), right.as_ref()) {
-                        ctx.forward(Record {
-                            key: r.key,
-                            value: out,
-                            timestamp: t,
-                            headers: r.headers,
-                        });
-                    }
-                }
+                _ => self.forward_without_partner(r, ctx),
             }
         }
         Ok(())
+    }
+}
+
+impl<K: Data, VThis: Data, VOther: Data, V1: Data, V2: Data, R: Data>
+    JoinProcessor<K, VThis, VOther, V1, V2, R>
+{
+    /// Forwards `r` joined with no partner, at its own time.
+    fn forward_without_partner(&self, r: Record<K, VThis>, ctx: JoinCtx<'_, '_, K, R>) {
+        let (left, right) = match (self.wrap)(r.value) {
+            LeftOrRight::Left(l) => (Some(l), None),
+            LeftOrRight::Right(v) => (None, Some(v)),
+        };
+        if let Some(out) = (self.joiner)(left.as_ref(), right.as_ref()) {
+            ctx.forward(Record {
+                key: r.key,
+                value: out,
+                timestamp: r.timestamp,
+                headers: r.headers,
+            });
+        }
     }
 }
 
@@ -613,15 +638,20 @@ impl<K: Data, V1: Data> KStream<K, V1> {
         builder.with_topology(|t| {
             let p = t.index_of(&this.node).into_iter().collect();
             let store = ts.clone();
+            let null_keys = Nulls::of(Some(k1.clone()));
+            let nk = null_keys.clone();
             t.add_processor_node(&this_windowed, p, move || JoinWindowProcessor::<K, V1> {
                 store: store.clone(),
+                null_keys: nk.clone(),
                 seq: 0,
                 handle: None,
             })?;
             let p = t.index_of(&that.node).into_iter().collect();
             let store = os.clone();
+            let nk = null_keys.clone();
             t.add_processor_node(&other_windowed, p, move || JoinWindowProcessor::<K, V2> {
                 store: store.clone(),
+                null_keys: nk.clone(),
                 seq: 0,
                 handle: None,
             })?;
@@ -632,6 +662,7 @@ impl<K: Data, V1: Data> KStream<K, V1> {
                 joiner.clone(),
                 trackers.clone(),
             );
+            let nk = null_keys.clone();
             t.add_processor_node(&join_this, p, move || {
                 let pair_joiner = j.clone();
                 JoinProcessor::<K, V1, V2, V1, V2, R> {
@@ -639,6 +670,7 @@ impl<K: Data, V1: Data> KStream<K, V1> {
                     other_store: other.clone(),
                     outer_store: shared.clone(),
                     outer: left_outer,
+                    null_keys: nk.clone(),
                     join_before: windows.before_ms(),
                     join_after: windows.after_ms(),
                     windows,
@@ -657,6 +689,7 @@ impl<K: Data, V1: Data> KStream<K, V1> {
                 joiner.clone(),
                 trackers.clone(),
             );
+            let nk = null_keys.clone();
             t.add_processor_node(&join_other, p, move || {
                 let pair_joiner = j.clone();
                 JoinProcessor::<K, V2, V1, V1, V2, R> {
@@ -664,6 +697,7 @@ impl<K: Data, V1: Data> KStream<K, V1> {
                     other_store: this_s.clone(),
                     outer_store: shared.clone(),
                     outer: right_outer,
+                    null_keys: nk.clone(),
                     join_before: windows.after_ms(),
                     join_after: windows.before_ms(),
                     windows,

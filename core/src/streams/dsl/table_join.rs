@@ -10,6 +10,7 @@ use std::sync::Arc;
 use super::getter::ValueGetter;
 use super::kstream::KStream;
 use super::ktable::{table_store, KTable};
+use super::nulls::Nulls;
 use super::options::{Materialized, SerdeOf};
 use crate::serde::Serde;
 use crate::streams::processor::{Data, KeyValueStoreHandle, Processor, ProcessorContext};
@@ -58,10 +59,12 @@ impl<K: 'static, V: 'static, VT> Joined<K, V, VT> {
 /// A stream record's value with the table's, `None` where the join gives nothing.
 type StreamTableJoiner<V, VT, R> = Arc<dyn Fn(&V, Option<&VT>) -> Option<R> + Send + Sync>;
 
-/// Looks each stream record's key up in the table.
+/// Looks each stream record's key up in the table. A record with a null key finds nothing:
+/// a left join forwards it at once without a value (KIP-962), an inner join drops it.
 struct StreamTableJoin<K, V, VT, R> {
     getter: ValueGetter<K, VT>,
     joiner: StreamTableJoiner<V, VT, R>,
+    null_keys: Nulls<K>,
     _types: std::marker::PhantomData<fn(K, V)>,
 }
 
@@ -71,9 +74,14 @@ impl<K: Data, V: Data, VT: Data, R: Data> Processor<K, V, K, R> for StreamTableJ
         r: Record<K, V>,
         ctx: &mut ProcessorContext<'_, K, R>,
     ) -> Result<(), StreamsError> {
-        let found = (self.getter.get)(&mut ctx.reader(), &r.key)?;
-        if let Some(out) = (self.joiner)(&r.value, found.as_ref().map(|v| &v.value)) {
-            ctx.forward(r.with_value(out));
+        let found = if self.null_keys.is_null(&r.key) {
+            None
+        } else {
+            (self.getter.get)(&mut ctx.reader(), &r.key)?
+        };
+        match (self.joiner)(&r.value, found.as_ref().map(|v| &v.value)) {
+            Some(out) => ctx.forward(r.with_value(out)),
+            None => ctx.record_dropped(),
         }
         Ok(())
     }
@@ -126,11 +134,13 @@ impl<K: Data, V: Data> KStream<K, V> {
         };
         let parent = self.node.clone();
         let stores = getter.stores.clone();
+        let null_keys = Nulls::of(keys.clone().or(table.keys.clone()));
         builder.with_topology(|t| {
             let p = t.index_of(&parent).into_iter().collect();
             t.add_processor_node(&name, p, move || StreamTableJoin {
                 getter: getter.clone(),
                 joiner: joiner.clone(),
+                null_keys: null_keys.clone(),
                 _types: std::marker::PhantomData,
             })?;
             for s in &stores {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::emit_final::EmitFinal;
 use super::grouped::KGroupedStream;
 use super::ktable::KTable;
+use super::nulls::Nulls;
 use super::options::{Materialized, SerdeOf};
 use super::window_aggregate::{
     Merger, SessionWindowAggregate, SlidingWindowAggregate, TimeWindowAggregate,
@@ -121,6 +122,10 @@ impl<K: Data, V: Data> TimeWindowedKStream<K, V> {
         materialized: Materialized<K, VA>,
     ) -> KTable<Windowed<K>, VA> {
         let builder = self.grouped.builder();
+        let nulls = (
+            Nulls::of(materialized.keys.clone().or(self.grouped.key_serde())),
+            Nulls::of(self.grouped.value_serde()),
+        );
         let windows = self.windows;
         let emit_final = self.emit_final.then(EmitFinal::default);
         let retention_ms = materialized
@@ -140,6 +145,7 @@ impl<K: Data, V: Data> TimeWindowedKStream<K, V> {
                 true,
                 move |store, flag| TimeWindowAggregate {
                     store,
+                    nulls: nulls.clone(),
                     windows: w,
                     fold: fold.clone(),
                     send_old_values: flag,
@@ -155,6 +161,7 @@ impl<K: Data, V: Data> TimeWindowedKStream<K, V> {
                 true,
                 move |store, flag| SlidingWindowAggregate {
                     store,
+                    nulls: nulls.clone(),
                     windows: w,
                     fold: fold.clone(),
                     send_old_values: flag,
@@ -276,6 +283,10 @@ impl<K: Data, V: Data> SessionWindowedKStream<K, V> {
         materialized: Materialized<K, VA>,
     ) -> KTable<Windowed<K>, VA> {
         let builder = self.grouped.builder();
+        let nulls = (
+            Nulls::of(materialized.keys.clone().or(self.grouped.key_serde())),
+            Nulls::of(self.grouped.value_serde()),
+        );
         let windows = self.windows;
         let emit_final = self.emit_final.then(EmitFinal::default);
         let minimum = windows.inactivity_gap_ms() + windows.grace_ms();
@@ -287,6 +298,7 @@ impl<K: Data, V: Data> SessionWindowedKStream<K, V> {
                 .aggregate_node(prefix, &materialized, kind, false, move |store, flag| {
                     SessionWindowAggregate {
                         store,
+                        nulls: nulls.clone(),
                         windows,
                         fold: fold.clone(),
                         merger: merger.clone(),

@@ -11,6 +11,7 @@ use super::Ctx;
 use crate::log::{Header, Timestamp};
 use crate::streams::dsl::aggregate::Fold;
 use crate::streams::dsl::emit_final::EmitFinal;
+use crate::streams::dsl::nulls::Nulls;
 use crate::streams::processor::{Data, Processor, SessionStoreHandle};
 use crate::streams::record::{Change, Record};
 use crate::streams::windowed::Windowed;
@@ -23,6 +24,8 @@ pub(crate) type Merger<K, VA> = Arc<dyn Fn(&K, VA, VA) -> VA + Send + Sync>;
 /// Count, reduce or aggregate in session windows.
 pub(crate) struct SessionWindowAggregate<K, V, VA> {
     pub(crate) store: String,
+    /// Null keys (and, where Kafka skips them, null values) are skipped.
+    pub(crate) nulls: (Nulls<K>, Nulls<V>),
     pub(crate) windows: SessionWindows,
     pub(crate) fold: Fold<K, V, VA>,
     /// How sessions' aggregates combine when they merge.
@@ -82,6 +85,11 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
         let Some(handle) = &self.handle else {
             return Ok(());
         };
+        // Kafka's KStreamSessionWindowAggregate: a null key is skipped, a null value merged.
+        if self.nulls.0.is_null(&r.key) {
+            ctx.record_dropped();
+            return Ok(());
+        }
         let t = r.timestamp;
         let gap = self.windows.inactivity_gap_ms();
         self.observed = self.observed.max(t);

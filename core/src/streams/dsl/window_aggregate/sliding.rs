@@ -12,6 +12,7 @@ use super::{forward_closed_windows, Ctx};
 use crate::log::Timestamp;
 use crate::streams::dsl::aggregate::Fold;
 use crate::streams::dsl::emit_final::EmitFinal;
+use crate::streams::dsl::nulls::Nulls;
 use crate::streams::processor::{Data, Processor, WindowStoreHandle};
 use crate::streams::record::{Change, Record};
 use crate::streams::store::ValueAndTimestamp;
@@ -23,6 +24,8 @@ use crate::streams::StreamsError;
 /// walking the windows from the latest back, as Kafka does with its stores).
 pub(crate) struct SlidingWindowAggregate<K, V, VA> {
     pub(crate) store: String,
+    /// Null keys (and, where Kafka skips them, null values) are skipped.
+    pub(crate) nulls: (Nulls<K>, Nulls<V>),
     pub(crate) windows: SlidingWindows,
     pub(crate) fold: Fold<K, V, VA>,
     pub(crate) send_old_values: Arc<AtomicBool>,
@@ -316,6 +319,11 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
     }
 
     fn process(&mut self, r: Record<K, V>, ctx: Ctx<'_, '_, K, VA>) -> Result<(), StreamsError> {
+        // Kafka's KStreamSlidingWindowAggregate skips null keys and null values.
+        if self.nulls.0.is_null(&r.key) || self.nulls.1.is_null(&r.value) {
+            ctx.record_dropped();
+            return Ok(());
+        }
         let t = r.timestamp;
         let diff = self.diff();
         self.observed = self.observed.max(t);

@@ -8,6 +8,7 @@ use super::{forward_closed_windows, Ctx};
 use crate::log::Timestamp;
 use crate::streams::dsl::aggregate::Fold;
 use crate::streams::dsl::emit_final::EmitFinal;
+use crate::streams::dsl::nulls::Nulls;
 use crate::streams::processor::{Data, Processor, WindowStoreHandle};
 use crate::streams::record::{Change, Record};
 use crate::streams::store::ValueAndTimestamp;
@@ -18,6 +19,8 @@ use crate::streams::StreamsError;
 /// Count, reduce or aggregate in time windows.
 pub(crate) struct TimeWindowAggregate<K, V, VA> {
     pub(crate) store: String,
+    /// Null keys (and, where Kafka skips them, null values) are skipped.
+    pub(crate) nulls: (Nulls<K>, Nulls<V>),
     pub(crate) windows: TimeWindows,
     pub(crate) fold: Fold<K, V, VA>,
     pub(crate) send_old_values: Arc<AtomicBool>,
@@ -70,6 +73,11 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
         let Some(handle) = &self.handle else {
             return Ok(());
         };
+        // Kafka's KStreamWindowAggregate: a null key is skipped, a null value aggregated.
+        if self.nulls.0.is_null(&r.key) {
+            ctx.record_dropped();
+            return Ok(());
+        }
         self.observed = self.observed.max(r.timestamp);
         let close = self.observed - self.windows.grace_ms();
         let send_old = self.send_old_values.load(Ordering::Relaxed);

@@ -62,7 +62,8 @@ public final class Catalog {
                 tableGroupCount(), tableGroupReduce(), suppressWindowClose(), suppressTimeLimit(),
                 globalJoin("inner"), globalJoin("left"), namedMixed(), emitOnWindowClose(),
                 tableMapValues(), streamToTable(), sessionAggregate(), slidingEmitFinal(),
-                sessionEmitFinal(), slidingReduce(), sessionReduce(), eventTimeInValue())) {
+                sessionEmitFinal(), slidingReduce(), sessionReduce(), eventTimeInValue(), nullKeys(),
+                nullKeysWindowed())) {
             all.put(s.name(), s);
         }
         return all;
@@ -789,6 +790,75 @@ public final class Catalog {
                 List.of(strings("clicks")),
                 List.of(new Scenario.Topic<>("session-trails",
                         JsonCodec.sessionWindowedString(), JsonCodec.STRING)),
+                Catalog::click);
+    }
+
+    /**
+     * Records without a key, through operations that treat them differently: a count and a
+     * table skip them; a left join with a stream and a left join with a table forward them at
+     * once without a partner (as Kafka Streams does since 3.7, KIP-962); the join's other
+     * side skips them.
+     */
+    static Scenario nullKeys() {
+        return new Scenario(
+                "null-keys",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    KStream<String, String> clicks = builder.stream("clicks", stringsIn());
+                    KStream<String, String> views = builder.stream("views", stringsIn());
+                    KTable<String, String> users = builder.table("users", stringsIn());
+                    clicks.groupByKey().count().toStream().to("click-counts", longsOut());
+                    clicks.leftJoin(views, (c, v) -> c + "/" + v,
+                                    JoinWindows.ofTimeDifferenceWithNoGrace(Duration.ofSeconds(5)),
+                                    StreamJoined.with(Serdes.String(), Serdes.String(), Serdes.String()))
+                            .to("clicks-with-views", stringsOut());
+                    clicks.leftJoin(users, (c, u) -> c + "@" + u).to("clicks-with-users", stringsOut());
+                    return builder.build();
+                },
+                List.of(strings("clicks"), strings("views"), strings("users")),
+                List.of(longs("click-counts"), strings("clicks-with-views"), strings("clicks-with-users")),
+                i -> new Scenario.Event("clicks", "user-" + (i % 1000), "/page/" + (i % 17), i));
+    }
+
+    /**
+     * Records without a key in windowed counts, which skip them before their time counts:
+     * tumbling, session and sliding windows.
+     */
+    static Scenario nullKeysWindowed() {
+        return new Scenario(
+                "null-keys-windowed",
+                () -> {
+                    StreamsBuilder builder = new StreamsBuilder();
+                    KStream<String, String> clicks = builder.stream("clicks", stringsIn());
+                    clicks.groupByKey()
+                            .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofSeconds(10), Duration.ofSeconds(2)))
+                            .count()
+                            .toStream()
+                            .to("window-counts", Produced.with(
+                                    WindowedSerdes.timeWindowedSerdeFrom(String.class, 10_000), Serdes.Long()));
+                    clicks.groupByKey()
+                            .windowedBy(SessionWindows.ofInactivityGapAndGrace(
+                                    Duration.ofSeconds(3), Duration.ofSeconds(1)))
+                            .count()
+                            .toStream()
+                            .to("session-counts", Produced.with(
+                                    WindowedSerdes.sessionWindowedSerdeFrom(String.class), Serdes.Long()));
+                    clicks.groupByKey()
+                            .windowedBy(SlidingWindows.ofTimeDifferenceAndGrace(
+                                    Duration.ofSeconds(5), Duration.ofSeconds(1)))
+                            .count()
+                            .toStream()
+                            .to("sliding-counts", Produced.with(
+                                    WindowedSerdes.timeWindowedSerdeFrom(String.class, 5_000), Serdes.Long()));
+                    return builder.build();
+                },
+                List.of(strings("clicks")),
+                List.of(new Scenario.Topic<>("window-counts",
+                                JsonCodec.timeWindowedString(10_000), JsonCodec.LONG),
+                        new Scenario.Topic<>("session-counts",
+                                JsonCodec.sessionWindowedString(), JsonCodec.LONG),
+                        new Scenario.Topic<>("sliding-counts",
+                                JsonCodec.timeWindowedString(5_000), JsonCodec.LONG)),
                 Catalog::click);
     }
 
