@@ -13,6 +13,7 @@
 
 mod dsl;
 mod error;
+mod graph;
 mod processor;
 mod record;
 pub mod store;
@@ -32,7 +33,8 @@ pub use processor::{
     ScheduleId, SessionStoreHandle, WindowStoreHandle,
 };
 pub use record::{Change, Record, RecordMetadata};
-pub use task::{StreamPartitioner, TaskId, TimestampExtractor, TopicNameExtractor};
+pub use task::TaskId;
+pub use topology::{StreamPartitioner, TimestampExtractor, TopicNameExtractor};
 pub use topology::{Topology, TopologyDescription};
 
 /// The engine's own types, apart from what a topology's author uses (as Kafka Streams keeps

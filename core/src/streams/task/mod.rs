@@ -7,49 +7,20 @@
 //! on stream time as records are processed and on wall-clock time when the caller moves the
 //! clock. The `TestDriver` and the runtime drive the same engine.
 
-pub(crate) mod graph;
-pub(crate) mod nodes;
-mod output;
-
-pub use output::{Output, SinkRecord};
-
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use crate::log::{Offset, Timestamp};
-use crate::streams::processor::{Punctuation, PunctuationType};
+pub use crate::streams::graph::{
+    EmitIntervals, Output, PartitionCounts, SharedStore, SinkRecord, StoreInstance,
+};
+use crate::streams::graph::{Graph, NodeSlot, Punctuation, PunctuationType, StoreSlot, TaskState};
 use crate::streams::record::RecordMetadata;
 use crate::streams::store::{
     ChangelogBatch, InMemoryStores, StoreBuilder, StoreKind, StoreSupplier,
 };
-use crate::streams::topology::{BuildContext, NodeKind, Topology};
+use crate::streams::topology::{BuildContext, NodeKind, TimestampExtractor, Topology};
 use crate::streams::{StreamsError, TopologyError};
-use graph::{Graph, NodeSlot, StoreSlot, TaskState};
-
-pub use graph::{SharedStore, StoreInstance};
-
-pub use nodes::{StreamPartitioner, TopicNameExtractor};
-
-/// The number of partitions of a topic (by full name), when known.
-pub type PartitionCounts = Arc<dyn Fn(&str) -> Option<i32> + Send + Sync>;
-
-/// Gives a record its event time (Kafka's `TimestampExtractor`). The default takes the
-/// record's own timestamp.
-pub trait TimestampExtractor: Send + Sync {
-    /// The event time of `record`; `partition_time` is the largest timestamp seen so far on
-    /// its partition (-1 before the first). A negative result fails the task, as Kafka's
-    /// default `FailOnInvalidTimestamp` does.
-    fn extract(&self, record: &crate::log::Record, partition_time: Timestamp) -> Timestamp;
-}
-
-impl<F> TimestampExtractor for F
-where
-    F: Fn(&crate::log::Record, Timestamp) -> Timestamp + Send + Sync,
-{
-    fn extract(&self, record: &crate::log::Record, partition_time: Timestamp) -> Timestamp {
-        self(record, partition_time)
-    }
-}
 
 /// The global stores of an application instance, shared by its tasks: created by the first
 /// task that needs one.
@@ -85,44 +56,6 @@ pub struct TaskConfig {
     pub globals: GlobalStores,
     /// How often throttled emissions may happen.
     pub emit_intervals: EmitIntervals,
-}
-
-/// How often, in ms of wall-clock time, processors whose emissions Kafka throttles may emit:
-/// Kafka's internal settings, 1 s by default in an application and 0 in its
-/// `TopologyTestDriver`, so that tests see every emission at once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EmitIntervals {
-    /// Final results of windowed aggregations (emit-on-window-close):
-    /// `__emit.interval.ms.kstreams.windowed.aggregation__`.
-    pub windowed_aggregation_ms: i64,
-    /// Records of a left or outer stream join left without a partner:
-    /// `__emit.interval.ms.kstreams.outer.join.spurious.results.fix__`.
-    pub outer_join_ms: i64,
-}
-
-impl EmitIntervals {
-    /// The setting of the windowed aggregations' interval.
-    pub const WINDOWED_AGGREGATION_KEY: &'static str =
-        "__emit.interval.ms.kstreams.windowed.aggregation__";
-    /// The setting of the outer joins' interval.
-    pub const OUTER_JOIN_KEY: &'static str =
-        "__emit.interval.ms.kstreams.outer.join.spurious.results.fix__";
-
-    /// No throttle: every emission at once, as Kafka's `TopologyTestDriver` has it.
-    pub const NONE: Self = Self {
-        windowed_aggregation_ms: 0,
-        outer_join_ms: 0,
-    };
-}
-
-impl Default for EmitIntervals {
-    /// Kafka's defaults in an application: 1 s each.
-    fn default() -> Self {
-        Self {
-            windowed_aggregation_ms: 1000,
-            outer_join_ms: 1000,
-        }
-    }
 }
 
 impl TaskConfig {

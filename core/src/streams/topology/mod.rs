@@ -9,6 +9,7 @@
 
 mod describe;
 mod java;
+pub(crate) mod nodes;
 
 use std::any::TypeId;
 use std::collections::HashMap;
@@ -17,13 +18,14 @@ use std::sync::Arc;
 pub use describe::TopologyDescription;
 
 use crate::serde::Serde;
+use crate::streams::graph::{Node, PartitionCounts};
 use crate::streams::processor::{Data, Processor};
 use crate::streams::record::Record;
 use crate::streams::store::StoreBuilder;
-use crate::streams::task::graph::Node;
-use crate::streams::task::nodes::{ProcessorNode, SinkNode, SinkTopic, SourceNode};
-use crate::streams::task::PartitionCounts;
-use crate::streams::{TimestampExtractor, TopologyError};
+use nodes::{ProcessorNode, SinkNode, SinkTopic, SourceNode};
+
+use crate::streams::TopologyError;
+pub use nodes::{StreamPartitioner, TimestampExtractor, TopicNameExtractor};
 
 /// The type of the records a node takes or forwards, to check connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

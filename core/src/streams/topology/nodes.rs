@@ -1,14 +1,14 @@
-//! The three kinds of node a task runs: sources (bytes from a topic become typed records),
-//! processors (a [`Processor`] behind the erased [`Node`] interface) and sinks (typed records
-//! become bytes for a topic).
+//! The three kinds of node a task runs: sources (bytes from a topic become typed records,
+//! with the event time a [`TimestampExtractor`] gives), processors (a [`Processor`] behind
+//! the erased [`Node`] interface) and sinks (typed records become bytes for a topic).
 
 use std::any::Any;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use super::graph::{Graph, Node};
 use crate::log::Timestamp;
 use crate::serde::{deserialize_nullable, serialize_nullable, Serde};
+use crate::streams::graph::{Graph, Node, PartitionCounts};
 use crate::streams::processor::{Data, Processor, ProcessorContext, Punctuation};
 use crate::streams::record::Record;
 use crate::streams::StreamsError;
@@ -147,7 +147,7 @@ pub(crate) struct SinkNode<K, V> {
     pub(crate) keys: Arc<dyn Serde<Value = K>>,
     pub(crate) values: Arc<dyn Serde<Value = V>>,
     pub(crate) partitioner: Option<StreamPartitioner<K, V>>,
-    pub(crate) partitions: Option<super::PartitionCounts>,
+    pub(crate) partitions: Option<PartitionCounts>,
     /// The fixed topic's index in the task's output, once known (the output keeps its table
     /// of topics for the task's life).
     pub(crate) topic_index: Option<u32>,
@@ -229,4 +229,22 @@ fn write<T: 'static>(
     let from = u32::try_from(start).map_err(|_| too_large())?;
     let len = u32::try_from(data.len() - start).map_err(|_| too_large())?;
     Ok(Some((from, len)))
+}
+
+/// Gives a record its event time (Kafka's `TimestampExtractor`). The default takes the
+/// record's own timestamp.
+pub trait TimestampExtractor: Send + Sync {
+    /// The event time of `record`; `partition_time` is the largest timestamp seen so far on
+    /// its partition (-1 before the first). A negative result fails the task, as Kafka's
+    /// default `FailOnInvalidTimestamp` does.
+    fn extract(&self, record: &crate::log::Record, partition_time: Timestamp) -> Timestamp;
+}
+
+impl<F> TimestampExtractor for F
+where
+    F: Fn(&crate::log::Record, Timestamp) -> Timestamp + Send + Sync,
+{
+    fn extract(&self, record: &crate::log::Record, partition_time: Timestamp) -> Timestamp {
+        self(record, partition_time)
+    }
 }

@@ -1,19 +1,38 @@
-//! The processors of one task wired as the topology says, and the state they share: stores,
-//! the record being processed, stream time, punctuation schedules and the records leaving
-//! through sinks. Records pass from node to node as typed values behind `&mut dyn Any` (no
-//! allocation, no serialization); the topology checked at build time that the types match.
+//! The processor graph, at the bottom of the streams engine: the node trait, the nodes of one
+//! task wired as the topology says, and the state they share (stores, the record being
+//! processed, stream time, punctuation schedules, the records leaving through sinks), with
+//! the context a processor runs in ([`context`]). Records pass from node to node as typed
+//! values behind `&mut dyn Any` (no allocation, no serialization); the topology checked at
+//! build time that the types match. Everything above — the Processor API, the topology's
+//! nodes, the task engine — builds on this module, and it on none of them.
+
+mod context;
+mod output;
+mod punctuation;
+
+pub(crate) use context::StoreReader;
+pub use context::{KeyValueStoreHandle, ProcessorContext, SessionStoreHandle, WindowStoreHandle};
+pub use output::{Output, SinkRecord};
+pub use punctuation::{Punctuation, PunctuationType, ScheduleId};
 
 use std::any::Any;
 use std::sync::{Arc, Mutex};
 
-use super::Output;
 use crate::log::Timestamp;
-use crate::streams::processor::{Punctuation, PunctuationType, ScheduleId};
 use crate::streams::record::RecordMetadata;
 use crate::streams::store::{
     ChangelogBatch, KeyValueBytesStore, Scratch, SessionBytesStore, StoreBuilder, WindowBytesStore,
 };
 use crate::streams::StreamsError;
+
+/// What every type that flows through a topology is: cloned when a node has several
+/// children, and sent between threads with its task.
+pub trait Data: Clone + Send + 'static {}
+
+impl<T: Clone + Send + 'static> Data for T {}
+
+/// The number of partitions of a topic (by full name), when known.
+pub type PartitionCounts = Arc<dyn Fn(&str) -> Option<i32> + Send + Sync>;
 
 /// A node of a task: a source, a processor or a sink, with its types erased.
 pub(crate) trait Node: Send {
@@ -128,7 +147,7 @@ pub(crate) struct TaskState {
     pub(crate) stream_time: Timestamp,
     pub(crate) wall_clock: Timestamp,
     /// How often throttled emissions may happen.
-    pub(crate) emit_intervals: super::EmitIntervals,
+    pub(crate) emit_intervals: EmitIntervals,
     pub(crate) schedules: Vec<Schedule>,
     pub(crate) next_schedule: u64,
     pub(crate) output: Output,
@@ -254,5 +273,43 @@ impl Graph {
             .iter()
             .copied()
             .find(|&s| self.state.stores[s].definition.name() == name)
+    }
+}
+
+/// How often, in ms of wall-clock time, processors whose emissions Kafka throttles may emit:
+/// Kafka's internal settings, 1 s by default in an application and 0 in its
+/// `TopologyTestDriver`, so that tests see every emission at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EmitIntervals {
+    /// Final results of windowed aggregations (emit-on-window-close):
+    /// `__emit.interval.ms.kstreams.windowed.aggregation__`.
+    pub windowed_aggregation_ms: i64,
+    /// Records of a left or outer stream join left without a partner:
+    /// `__emit.interval.ms.kstreams.outer.join.spurious.results.fix__`.
+    pub outer_join_ms: i64,
+}
+
+impl EmitIntervals {
+    /// The setting of the windowed aggregations' interval.
+    pub const WINDOWED_AGGREGATION_KEY: &'static str =
+        "__emit.interval.ms.kstreams.windowed.aggregation__";
+    /// The setting of the outer joins' interval.
+    pub const OUTER_JOIN_KEY: &'static str =
+        "__emit.interval.ms.kstreams.outer.join.spurious.results.fix__";
+
+    /// No throttle: every emission at once, as Kafka's `TopologyTestDriver` has it.
+    pub const NONE: Self = Self {
+        windowed_aggregation_ms: 0,
+        outer_join_ms: 0,
+    };
+}
+
+impl Default for EmitIntervals {
+    /// Kafka's defaults in an application: 1 s each.
+    fn default() -> Self {
+        Self {
+            windowed_aggregation_ms: 1000,
+            outer_join_ms: 1000,
+        }
     }
 }
