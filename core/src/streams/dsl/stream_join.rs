@@ -299,7 +299,13 @@ impl<K: Data, VThis: Data, VOther: Data, V1: Data, V2: Data, R: Data>
 
     fn set_tracker(&self, ctx: &ProcessorContext<'_, K, R>, tracker: TimeTracker) {
         let mut trackers = self.trackers.lock().unwrap_or_else(|e| e.into_inner());
-        trackers.insert(ctx.task_id().to_string(), tracker);
+        // The task's id is copied once, at its first record, not at every record.
+        match trackers.get_mut(ctx.task_id()) {
+            Some(kept) => *kept = tracker,
+            None => {
+                trackers.insert(ctx.task_id().to_string(), tracker);
+            }
+        }
     }
 
     /// Whether the window of a record without a partner at `key` is still open.
