@@ -10,7 +10,7 @@ use eddy::serde::{I64Serde, Nullable, StringSerde};
 use eddy::streams::internals::{StreamTask, TaskConfig};
 use eddy::streams::windows::TimeWindows;
 use eddy::streams::{
-    Consumed, Grouped, Materialized, Processor, ProcessorContext, Produced, Punctuation,
+    Consumed, Grouped, Joined, Materialized, Processor, ProcessorContext, Produced, Punctuation,
     PunctuationType, Record, StreamsBuilder, StreamsError, TaskId,
 };
 use eddy::testing::TestDriver;
@@ -44,6 +44,46 @@ fn records_later_than_the_grace_period_are_dropped_and_counted() {
     clicks.pipe_input_at(a(), "/late".into(), 9_999).unwrap();
     let dropped = driver.dropped_records();
     assert_eq!(dropped.values().sum::<u64>(), 1, "{dropped:?}");
+}
+
+/// Kafka counts a record dropped for its null key, not an inner join's record that found no
+/// match.
+#[test]
+fn null_keys_are_counted_as_dropped_and_unmatched_joins_are_not() {
+    let builder = StreamsBuilder::new();
+    let keyless = || Consumed::with(Nullable(StringSerde), StringSerde);
+    let users = builder.table("users", keyless(), Materialized::default());
+    builder
+        .stream("clicks", keyless())
+        .join_table(&users, |c, u| format!("{c}@{u}"), Joined::default())
+        .to("out", Produced::with(Nullable(StringSerde), StringSerde));
+    let driver = TestDriver::new(builder.build().unwrap()).unwrap();
+    let clicks = driver.create_input_topic("clicks", Nullable(StringSerde), StringSerde);
+    let users = driver.create_input_topic("users", Nullable(StringSerde), StringSerde);
+    let out = driver.create_output_topic("out", Nullable(StringSerde), StringSerde);
+    users
+        .pipe_input_at(Some("alice".into()), "Alice".into(), 0)
+        .unwrap();
+    clicks
+        .pipe_input_at(Some("bob".into()), "/home".into(), 1)
+        .unwrap();
+    assert!(
+        driver.dropped_records().is_empty(),
+        "no match is not a drop"
+    );
+    clicks
+        .pipe_input_at(Some("alice".into()), "/cart".into(), 2)
+        .unwrap();
+    clicks.pipe_input_at(None, "/anon".into(), 3).unwrap();
+    users.pipe_input_at(None, "Nobody".into(), 4).unwrap();
+    let values: Vec<String> = out
+        .read_records_to_list()
+        .into_iter()
+        .map(|r| r.value)
+        .collect();
+    assert_eq!(values, ["/cart@Alice"]);
+    let dropped = driver.dropped_records();
+    assert_eq!(dropped.values().sum::<u64>(), 2, "{dropped:?}");
 }
 
 #[test]

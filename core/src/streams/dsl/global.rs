@@ -116,14 +116,17 @@ impl<K: Data, V: Data, KG: Data, VG: Data, R: Data> Processor<K, V, K, R>
         ctx: &mut ProcessorContext<'_, K, R>,
     ) -> Result<(), StreamsError> {
         let key = (self.key)(&r.key, &r.value);
-        let found = if self.null_keys.is_null(&key) {
+        let null_key = self.null_keys.is_null(&key);
+        let found = if null_key {
             None
         } else {
             (self.getter.get)(&mut ctx.reader(), &key)?
         };
         match (self.joiner)(&r.value, found.as_ref().map(|v| &v.value)) {
             Some(out) => ctx.forward(r.with_value(out)),
-            None => ctx.record_dropped(),
+            // Kafka counts a record dropped for its null key, not for finding no match.
+            None if null_key => ctx.record_dropped(),
+            None => {}
         }
         Ok(())
     }

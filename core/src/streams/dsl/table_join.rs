@@ -74,14 +74,17 @@ impl<K: Data, V: Data, VT: Data, R: Data> Processor<K, V, K, R> for StreamTableJ
         r: Record<K, V>,
         ctx: &mut ProcessorContext<'_, K, R>,
     ) -> Result<(), StreamsError> {
-        let found = if self.null_keys.is_null(&r.key) {
+        let null_key = self.null_keys.is_null(&r.key);
+        let found = if null_key {
             None
         } else {
             (self.getter.get)(&mut ctx.reader(), &r.key)?
         };
         match (self.joiner)(&r.value, found.as_ref().map(|v| &v.value)) {
             Some(out) => ctx.forward(r.with_value(out)),
-            None => ctx.record_dropped(),
+            // Kafka counts a record dropped for its null key, not for finding no match.
+            None if null_key => ctx.record_dropped(),
+            None => {}
         }
         Ok(())
     }
