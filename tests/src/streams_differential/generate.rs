@@ -111,13 +111,9 @@ impl Vocabulary {
     pub fn of(input: &[Value]) -> Self {
         let records: Vec<&Value> = input.iter().filter(|l| l.get("topic").is_some()).collect();
         assert!(!records.is_empty(), "an input with records");
-        let mut topic_names: Vec<&str> = records
-            .iter()
-            .filter_map(|r| r["topic"].as_str())
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        topic_names.sort_unstable();
+        // A set: each topic once, in name order.
+        let topic_names: BTreeSet<&str> =
+            records.iter().filter_map(|r| r["topic"].as_str()).collect();
         let topics = topic_names
             .iter()
             .map(|&name| {
