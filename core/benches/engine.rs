@@ -6,8 +6,9 @@
 //! ```
 //!
 //! The records come as a consumer hands them over (slices of fetched batches) and go to the
-//! task in polls of 1,000 (Kafka Streams' `max.poll.records`), after each of which the output
-//! and the changelog are taken, as the runtime does. The bench profile builds with fat LTO and
+//! task in polls of 1,000 (Kafka Streams' `max.poll.records`), after each of which the stores
+//! are flushed, the output and the changelog taken and the stores committed, as the runtime
+//! does (the stores in memory, logged, without cache or write buffer, as in the `TestDriver`). The bench profile builds with fat LTO and
 //! one codegen unit, as a user's optimized release build would.
 //!
 //! Three topologies, each run once to warm up and then several times on the same records (the
@@ -126,10 +127,12 @@ fn run(topology: &Topology, records: &[Record]) -> (Duration, usize) {
             break;
         }
         while task.process().expect("process") {}
+        task.flush_stores();
         produced += task.output().len();
         task.clear_output();
         produced += task.changelog().iter().map(|(_, w)| w.len()).sum::<usize>();
         task.clear_changelog();
+        task.commit_stores(|_| None);
     }
     (started.elapsed(), produced)
 }

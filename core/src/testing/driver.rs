@@ -119,8 +119,11 @@ impl DriverState {
     /// Moves what task `id` wrote into the topics.
     pub(crate) fn collect(&mut self, id: TaskId) -> Result<(), StreamsError> {
         let task = self.tasks.get_mut(&id).expect("the task exists");
-        // The driver keeps no changelog topics: stores are read directly.
+        // The driver commits after every record, as Kafka's does, and keeps no changelog
+        // topics: stores are read directly.
+        task.flush_stores();
         task.clear_changelog();
+        task.commit_stores(|_| None);
         let written: Vec<(String, Option<i32>, Record)> = task
             .output()
             .iter()

@@ -21,7 +21,9 @@ use std::sync::{Arc, Mutex};
 use crate::log::Timestamp;
 use crate::streams::record::RecordMetadata;
 use crate::streams::store::{
-    ChangelogBatch, KeyValueBytesStore, Scratch, SessionBytesStore, StoreBuilder, WindowBytesStore,
+    BytesStore, ChangelogBatch, KeyValueBytesStore, LayerConfig, LayeredKeyValueStore,
+    LayeredSessionStore, LayeredWindowStore, Scratch, SessionBytesStore, StoreBuilder, StoreKind,
+    StoreLayer, WindowBytesStore,
 };
 use crate::streams::StreamsError;
 
@@ -91,25 +93,92 @@ pub enum StoreInstance {
 pub type SharedStore = Arc<Mutex<Box<dyn KeyValueBytesStore>>>;
 
 impl StoreInstance {
+    /// The store `definition` declares, over `inner`, with a record cache of
+    /// `cache_max_bytes` (0: none) and, under exactly-once, a write buffer. A global store
+    /// has neither: it is written only from its topic.
+    pub fn build(
+        definition: &StoreBuilder,
+        inner: Box<dyn BytesStore>,
+        cache_max_bytes: usize,
+        write_buffer: bool,
+    ) -> Self {
+        let name = definition.name();
+        let config = LayerConfig {
+            logging: definition.logging(),
+            cache_max_bytes,
+            write_buffer,
+        };
+        match definition.kind() {
+            StoreKind::KeyValue if definition.is_global() => {
+                let config = LayerConfig {
+                    logging: false,
+                    ..LayerConfig::default()
+                };
+                Self::Shared(Arc::new(Mutex::new(Box::new(LayeredKeyValueStore::new(
+                    name, inner, config,
+                )))))
+            }
+            StoreKind::KeyValue => {
+                Self::KeyValue(Box::new(LayeredKeyValueStore::new(name, inner, config)))
+            }
+            StoreKind::Window { retention_ms } => Self::Window(Box::new(LayeredWindowStore::new(
+                name,
+                retention_ms,
+                inner,
+                config,
+            ))),
+            StoreKind::Session { retention_ms } => Self::Session(Box::new(
+                LayeredSessionStore::new(name, retention_ms, inner, config),
+            )),
+        }
+    }
+
+    /// Calls `f` with the store's layers. A global store's are locked meanwhile.
+    fn with_layers<R>(&mut self, f: impl FnOnce(&mut dyn StoreLayer) -> R) -> R {
+        match self {
+            Self::KeyValue(s) => f(s.layers_mut()),
+            Self::Window(s) => f(s.layers_mut()),
+            Self::Session(s) => f(s.layers_mut()),
+            Self::Shared(s) => f(s.lock().unwrap_or_else(|e| e.into_inner()).layers_mut()),
+        }
+    }
+
     /// The writes since the changelog was last cleared. A global store has none: it is
     /// restored from its source topic, as in Kafka Streams.
     pub fn changelog(&self) -> ChangelogBatch<'_> {
         match self {
-            Self::KeyValue(s) => s.changelog(),
-            Self::Window(s) => s.changelog(),
-            Self::Session(s) => s.changelog(),
+            Self::KeyValue(s) => s.layers().changelog(),
+            Self::Window(s) => s.layers().changelog(),
+            Self::Session(s) => s.layers().changelog(),
             Self::Shared(_) => ChangelogBatch::EMPTY,
         }
     }
 
     /// Forgets the writes [`StoreInstance::changelog`] shows.
     pub fn clear_changelog(&mut self) {
-        match self {
-            Self::KeyValue(s) => s.clear_changelog(),
-            Self::Window(s) => s.clear_changelog(),
-            Self::Session(s) => s.clear_changelog(),
-            Self::Shared(_) => {}
-        }
+        self.with_layers(|l| l.clear_changelog())
+    }
+
+    /// Sends what the store's cache holds down to its changelog and inner store: what a
+    /// commit does first.
+    pub fn flush(&mut self) {
+        self.with_layers(|l| l.flush())
+    }
+
+    /// The store's writes are committed, its changelog reaching `changelog_offset`: a write
+    /// buffer applies them to the inner store in one batch.
+    pub fn commit(&mut self, changelog_offset: Option<i64>) {
+        self.with_layers(|l| l.commit(changelog_offset))
+    }
+
+    /// The store's writes since the last commit are abandoned.
+    pub fn abort(&mut self) {
+        self.with_layers(|l| l.abort())
+    }
+
+    /// The changelog offset the store's inner contents reach.
+    pub fn changelog_offset(&mut self) -> Option<i64> {
+        self.with_layers(|l| l.changelog_offset())
     }
 }
 

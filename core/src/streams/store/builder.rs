@@ -1,26 +1,20 @@
 //! How a topology declares a store: its name, kind, serdes and whether it is logged to a
-//! changelog topic. Each task builds its own instance through a [`StoreSupplier`] (in memory by
-//! default; the runtime supplies stores on disk).
+//! changelog topic. Each task builds its own instance over an inner store from a
+//! [`StoreSupplier`] (in memory by default; the runtime supplies stores on disk).
 
 use std::any::Any;
 use std::sync::Arc;
 
-use super::{
-    InMemoryKeyValueStore, InMemorySessionStore, InMemoryWindowStore, KeyValueBytesStore,
-    KeyValueSerdes, SessionBytesStore, WindowBytesStore,
-};
+use super::{BytesStore, InMemoryBytesStore, KeyValueSerdes};
 use crate::serde::Serde;
 
-/// Builds the bytes store of one task: in memory by default.
+/// Supplies the inner store of each store of a task: in memory by default. A store's kind,
+/// its layers (changelog, cache, write buffer) and its key layout are built over it, so an
+/// inner store only keeps bytes.
 pub trait StoreSupplier: Send + Sync {
-    /// A new, empty key-value store for `definition` in the task `task` (`"0_1"`).
-    fn key_value(&self, task: &str, definition: &StoreBuilder) -> Box<dyn KeyValueBytesStore>;
-
-    /// A new, empty window store for `definition` in the task `task`.
-    fn window(&self, task: &str, definition: &StoreBuilder) -> Box<dyn WindowBytesStore>;
-
-    /// A new, empty session store for `definition` in the task `task`.
-    fn session(&self, task: &str, definition: &StoreBuilder) -> Box<dyn SessionBytesStore>;
+    /// The inner store of `definition` in the task `task` (`"0_1"`, or `"global"` for a
+    /// global store), holding what it held when the store was last closed.
+    fn inner(&self, task: &str, definition: &StoreBuilder) -> Box<dyn BytesStore>;
 }
 
 /// Stores in memory: what the `TestDriver` uses, and the default of a task.
@@ -28,22 +22,8 @@ pub trait StoreSupplier: Send + Sync {
 pub struct InMemoryStores;
 
 impl StoreSupplier for InMemoryStores {
-    fn key_value(&self, _task: &str, definition: &StoreBuilder) -> Box<dyn KeyValueBytesStore> {
-        Box::new(InMemoryKeyValueStore::new(definition.name()).with_logging(definition.logging()))
-    }
-
-    fn window(&self, _task: &str, definition: &StoreBuilder) -> Box<dyn WindowBytesStore> {
-        Box::new(
-            InMemoryWindowStore::new(definition.name(), definition.retention_ms())
-                .with_logging(definition.logging()),
-        )
-    }
-
-    fn session(&self, _task: &str, definition: &StoreBuilder) -> Box<dyn SessionBytesStore> {
-        Box::new(
-            InMemorySessionStore::new(definition.name(), definition.retention_ms())
-                .with_logging(definition.logging()),
-        )
+    fn inner(&self, _task: &str, _definition: &StoreBuilder) -> Box<dyn BytesStore> {
+        Box::new(InMemoryBytesStore::new())
     }
 }
 

@@ -1,12 +1,13 @@
 //! Key-value stores: [`KeyValueBytesStore`] (what the engine needs of any store: point
-//! reads and writes, range and prefix scans in key order, and the changelog of its writes),
+//! reads and writes, range and prefix scans in key order, and its layers: changelog, cache
+//! and write buffer),
 //! and [`KeyValueStore`], the typed view processors use.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::changelog::ChangelogBatch;
+use super::layers::StoreLayer;
 use super::Scratch;
 use crate::serde::{Serde, SerdeError};
 
@@ -33,7 +34,7 @@ pub trait KeyValueBytesStore: Send {
     fn get(&self, key: &[u8]) -> Option<Bytes>;
 
     /// Writes `value` for `key`, or deletes `key` with `None`; the write is also recorded in
-    /// the changelog.
+    /// the changelog (when the store is logged).
     fn put(&mut self, key: Bytes, value: Option<Bytes>);
 
     /// Appends the value of `key` to `out`; `false` when there is none. What the typed view
@@ -86,19 +87,11 @@ pub trait KeyValueBytesStore: Send {
         self.len() == 0
     }
 
-    /// The writes since the changelog was last cleared, in the order they were made,
-    /// borrowed: what the task hands to the producer of the changelog topic.
-    fn changelog(&self) -> ChangelogBatch<'_>;
+    /// The layers the store is made of: its changelog, cache and write buffer.
+    fn layers(&self) -> &dyn StoreLayer;
 
-    /// Forgets the writes [`changelog`](Self::changelog) shows, once they are sent.
-    fn clear_changelog(&mut self);
-
-    /// The writes since the changelog was last cleared, as records, and clears it.
-    fn take_changelog(&mut self) -> Vec<ChangelogRecord> {
-        let records = self.changelog().to_records();
-        self.clear_changelog();
-        records
-    }
+    /// The layers, to flush, commit or take the changelog.
+    fn layers_mut(&mut self) -> &mut dyn StoreLayer;
 
     /// Applies a changelog record without recording it again (restoration).
     fn restore(&mut self, record: ChangelogRecord);

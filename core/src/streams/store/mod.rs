@@ -1,26 +1,34 @@
-//! State stores, as Kafka Streams layers them: a store of bytes (keys in the byte order of
-//! their serialized form, which is the order range scans follow, as in Kafka) that records
-//! every write in a changelog, so the runtime can ship the writes to the store's compacted
-//! changelog topic and rebuild the store from it; a typed view over it with the store's
-//! serdes; window and session stores with Kafka's changelog key layouts; the declaration a topology holds ([`StoreBuilder`]); and values kept with their
-//! timestamps, as the DSL's stores keep them.
+//! State stores, as Kafka Streams layers them: an inner store of bytes ([`BytesStore`]: keys
+//! in the byte order of their serialized form, which is the order range scans follow, as in
+//! Kafka), in memory or on disk; over it the [layers](layers) every store gets — an
+//! exactly-once write buffer, change-logging (every write recorded, so the runtime can ship
+//! the writes to the store's compacted changelog topic and rebuild the store from it) and a
+//! record cache; key-value, window and session stores over the layers, with Kafka's
+//! changelog key layouts; typed views with the store's serdes; the declaration a topology
+//! holds ([`StoreBuilder`]); and values kept with their timestamps, as the DSL's stores keep
+//! them.
 
 mod builder;
 mod changelog;
-mod in_memory;
+mod inner;
 mod key_value;
+mod layered;
+pub mod layers;
+mod layout;
 mod session;
 mod small_bytes;
 mod timestamped;
 mod typed;
 mod window;
 
+pub use self::inner::{BatchWrite, BytesStore, InMemoryBytesStore, Visit};
 pub use builder::{InMemoryStores, StoreBuilder, StoreKind, StoreSupplier};
 pub use changelog::ChangelogBatch;
-pub use in_memory::InMemoryKeyValueStore;
 pub use key_value::{
     ChangelogRecord, KeyValueBytesStore, KeyValueSerdes, KeyValueStore, UpdateBytes,
 };
+pub use layered::LayeredKeyValueStore;
+pub use layers::{LayerConfig, StoreLayer};
 
 /// The buffers a typed view of a store serializes keys and values into: kept by the task, so
 /// that a lookup allocates nothing.
@@ -32,8 +40,11 @@ pub struct Scratch {
     pub value: Vec<u8>,
 }
 pub use session::{
-    parse_session_store_key, session_store_key, InMemorySessionStore, SessionBytesStore,
+    parse_session_store_key, session_store_key, LayeredSessionStore, SessionBytesStore,
 };
 pub use timestamped::{TimestampedSerde, ValueAndTimestamp};
 pub use typed::{SessionStore, WindowStore};
-pub use window::{parse_window_store_key, window_store_key, InMemoryWindowStore, WindowBytesStore};
+pub use window::{parse_window_store_key, window_store_key, LayeredWindowStore, WindowBytesStore};
+
+#[cfg(test)]
+mod tests;

@@ -6,14 +6,18 @@
 //! period before the latest end is expired, so lookups by key no longer see it, but it is only
 //! removed with its whole segment of end times (half the retention, at least a minute), and
 //! until then emit-on-window-close still finds it among the sessions that closed.
+//!
+//! [`LayeredSessionStore`] keeps them in an inner byte store, in those segments as
+//! [`super::layout`] lays them out, under the store's layers.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::changelog::{ChangelogBatch, ChangelogBuffer};
-use super::small_bytes::SmallBytes;
+use super::changelog::ChangelogBuffer;
+use super::inner::{BytesStore, InMemoryBytesStore};
+use super::layers::{ChangelogKey, LayerConfig, StoreLayer};
+use super::layout::{ordered, segment_start, time_of, with_key, write_key, Origin, Timeline, HEAD};
 use super::ChangelogRecord;
 use crate::log::Timestamp;
 use crate::serde::SerdeError;
@@ -66,19 +70,11 @@ pub trait SessionBytesStore: Send {
         self.len() == 0
     }
 
-    /// The writes since the changelog was last cleared, in the order they were made,
-    /// borrowed: what the task hands to the producer of the changelog topic.
-    fn changelog(&self) -> ChangelogBatch<'_>;
+    /// The layers the store is made of: its changelog, cache and write buffer.
+    fn layers(&self) -> &dyn StoreLayer;
 
-    /// Forgets the writes [`changelog`](Self::changelog) shows, once they are sent.
-    fn clear_changelog(&mut self);
-
-    /// The writes since the changelog was last cleared, as records, and clears it.
-    fn take_changelog(&mut self) -> Vec<ChangelogRecord> {
-        let records = self.changelog().to_records();
-        self.clear_changelog();
-        records
-    }
+    /// The layers, to flush, commit or take the changelog.
+    fn layers_mut(&mut self) -> &mut dyn StoreLayer;
 
     /// Applies a changelog record without recording it again (restoration).
     fn restore(&mut self, record: ChangelogRecord) -> Result<(), SerdeError>;
@@ -108,110 +104,130 @@ pub fn parse_session_store_key(bytes: &Bytes) -> Result<(Bytes, Window), SerdeEr
     Ok((bytes.slice(..n), Window { start, end }))
 }
 
-/// A session store in memory.
-#[derive(Debug, Clone)]
-pub struct InMemorySessionStore {
-    name: String,
-    retention: i64,
-    /// How many ms of session ends one segment holds: sessions leave in whole segments.
-    segment_interval: i64,
-    /// The latest session end written.
-    observed: Timestamp,
-    /// By key, end, start.
-    sessions: BTreeMap<(SmallBytes, Timestamp, Timestamp), SmallBytes>,
-    /// The same sessions by end, to drop expired segments without a scan.
-    by_end: BTreeSet<(Timestamp, SmallBytes, Timestamp)>,
-    log: ChangelogBuffer,
-    logging: bool,
+/// Records in `log` a write of an entry of [`LayeredSessionStore`]'s inner store, under its
+/// changelog key (Kafka's session key); what is not an entry is not logged.
+pub(crate) fn log_write(inner: &[u8], value: Option<&[u8]>, log: &mut ChangelogBuffer) {
+    if inner.len() < HEAD + 16 {
+        return;
+    }
+    let rest = &inner[HEAD..];
+    let n = rest.len() - 16;
+    let end = time_of(&rest[n..n + 8]).to_be_bytes();
+    let start = time_of(&rest[n + 8..]).to_be_bytes();
+    log.push(&[&rest[..n], &end, &start], value);
 }
 
-/// The shortest segment of Kafka's segmented stores, in ms.
-const MIN_SEGMENT_INTERVAL_MS: i64 = 60_000;
+/// A session store over its layers, its sessions in segments of end times, by key, end,
+/// then start within a segment.
+pub struct LayeredSessionStore {
+    name: String,
+    time: Timeline,
+    /// Where writes build their keys.
+    key: Vec<u8>,
+}
 
-impl InMemorySessionStore {
-    /// An empty store keeping sessions that end within `retention` ms of the latest end.
-    pub fn new(name: impl Into<String>, retention: i64) -> Self {
+impl std::fmt::Debug for LayeredSessionStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LayeredSessionStore")
+            .field("name", &self.name)
+            .field("retention", &self.time.retention)
+            .field("observed", &self.time.observed)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A session from an entry's key: the record's key and the session; `None` for what is not
+/// a session's entry.
+fn session_of(entry: &[u8]) -> Option<(&[u8], Window)> {
+    let rest = entry.get(HEAD..).filter(|r| r.len() >= 16)?;
+    let (key, times) = rest.split_at(rest.len() - 16);
+    let window = Window {
+        start: time_of(&times[8..]),
+        end: time_of(times),
+    };
+    Some((key, window))
+}
+
+impl LayeredSessionStore {
+    /// The store called `name` over `inner`, keeping sessions that end within `retention`
+    /// ms of the latest end, with the layers `config` asks for.
+    pub fn new(
+        name: impl Into<String>,
+        retention: i64,
+        inner: Box<dyn BytesStore>,
+        config: LayerConfig,
+    ) -> Self {
         Self {
             name: name.into(),
+            time: Timeline::new(retention, inner, config, ChangelogKey::Session),
+            key: Vec::new(),
+        }
+    }
+
+    /// A logged store in memory, without cache or write buffer.
+    pub fn in_memory(name: impl Into<String>, retention: i64) -> Self {
+        Self::new(
+            name,
             retention,
-            segment_interval: (retention / 2).max(MIN_SEGMENT_INTERVAL_MS),
-            observed: i64::MIN,
-            sessions: BTreeMap::new(),
-            by_end: BTreeSet::new(),
-            log: ChangelogBuffer::default(),
-            logging: true,
+            Box::new(InMemoryBytesStore::new()),
+            LayerConfig::LOGGED,
+        )
+    }
+
+    /// Writes into `self.key` the entry key of a session.
+    fn entry_key(&mut self, key: &[u8], session: Window) {
+        let segment = segment_start(self.time.segments.of(session.end));
+        write_key(
+            &mut self.key,
+            &[
+                &segment,
+                key,
+                &ordered(session.end),
+                &ordered(session.start),
+            ],
+        );
+    }
+
+    /// Writes `value` for `session` of `key`, logged as a write of the store or read back
+    /// from the changelog.
+    fn write(&mut self, origin: Origin, key: &[u8], session: Window, value: Option<&[u8]>) {
+        self.entry_key(key, session);
+        if origin == Origin::Write {
+            // Logged even when the session's segment is gone, as Kafka's logging store does.
+            self.time.layers.put(&self.key, value);
+        }
+        self.time.advance(session.end, origin);
+        let kept = self.time.segments.of(session.end) >= self.time.min_live_segment();
+        match origin {
+            Origin::Write if !kept => self.time.layers.put_unlogged(&self.key, None),
+            Origin::Restore if kept => self.time.layers.restore(&self.key, value),
+            _ => {}
         }
     }
 
-    /// The same store with its changelog on (the default) or off.
-    pub fn with_logging(mut self, logging: bool) -> Self {
-        self.logging = logging;
-        self
-    }
-
-    /// The earliest end a lookup sees: sessions ending before it are expired.
-    fn min_live_end(&self) -> Timestamp {
-        self.observed
-            .saturating_sub(self.retention)
-            .saturating_add(1)
-    }
-
-    fn segment(&self, end: Timestamp) -> i64 {
-        end / self.segment_interval
-    }
-
-    /// The first segment still held: older ones are removed.
-    fn min_live_segment(&self) -> i64 {
-        self.segment(self.observed.saturating_sub(self.retention))
-    }
-
-    fn apply(&mut self, key: &[u8], session: Window, value: Option<&[u8]>) {
-        self.observed = self.observed.max(session.end);
-        let min_live_segment = self.min_live_segment();
-        if self.segment(session.end) < min_live_segment {
-            return;
-        }
-        let key = SmallBytes::copy(key);
-        let by_end = (session.end, key.clone(), session.start);
-        let k = (key, session.end, session.start);
-        match value {
-            Some(v) => {
-                self.by_end.insert(by_end);
-                self.sessions.insert(k, SmallBytes::copy(v));
+    /// Calls `visit` with the sessions (record key, session, value) of the segments holding
+    /// ends from `from` to `to`, segment by segment, each in entry order.
+    fn each_session(
+        &self,
+        from: Timestamp,
+        to: Timestamp,
+        mut visit: impl FnMut(&[u8], Window, &[u8]),
+    ) {
+        self.time.each_entry(from, to, |k, v| {
+            if let Some((key, window)) = session_of(k) {
+                visit(key, window, v);
             }
-            None => {
-                self.by_end.remove(&by_end);
-                self.sessions.remove(&k);
-            }
-        }
-        while let Some((end, _, _)) = self.by_end.first() {
-            if self.segment(*end) >= min_live_segment {
-                break;
-            }
-            let (end, key, start) = self.by_end.pop_first().expect("a first entry");
-            self.sessions.remove(&(key, end, start));
-        }
+        });
     }
 }
 
-impl SessionBytesStore for InMemorySessionStore {
+impl SessionBytesStore for LayeredSessionStore {
     fn name(&self) -> &str {
         &self.name
     }
 
     fn put(&mut self, key: &[u8], session: Window, value: Option<Bytes>) {
-        // Logged even when the session's segment is gone, as Kafka's logging store does.
-        if self.logging {
-            self.log.push(
-                &[
-                    key,
-                    &session.end.to_be_bytes(),
-                    &session.start.to_be_bytes(),
-                ],
-                value.as_deref(),
-            );
-        }
-        self.apply(key, session, value.as_deref());
+        self.write(Origin::Write, key, session, value.as_deref());
     }
 
     fn find_sessions(
@@ -220,43 +236,46 @@ impl SessionBytesStore for InMemorySessionStore {
         earliest_end: Timestamp,
         latest_start: Timestamp,
     ) -> Vec<(Window, Bytes)> {
-        let from = earliest_end.max(self.min_live_end());
-        let k = SmallBytes::copy(key);
-        let range = (
-            Bound::Included((k.clone(), from, i64::MIN)),
-            Bound::Included((k, i64::MAX, i64::MAX)),
-        );
-        self.sessions
-            .range(range)
-            .filter(|((_, _, start), _)| *start <= latest_start)
-            .map(|((_, end, start), v)| {
-                (
-                    Window {
-                        start: *start,
-                        end: *end,
-                    },
-                    v.to_bytes(),
-                )
+        let from = earliest_end.max(self.time.min_live());
+        let mut sessions = Vec::new();
+        if from > self.time.observed {
+            return sessions;
+        }
+        let layers = &*self.time.layers;
+        let low_times = [ordered(from), ordered(i64::MIN)].concat();
+        self.time.each_segment(from, self.time.observed, |segment| {
+            with_key(&[segment, key, &low_times], |low| {
+                with_key(&[segment, key, &[0xff; 16]], |high| {
+                    layers.scan(Bound::Included(low), Bound::Included(high), &mut |k, v| {
+                        // A longer key with this one as its prefix may fall in the range.
+                        if let Some((_, window)) = session_of(k).filter(|s| s.0 == key) {
+                            if window.start <= latest_start {
+                                sessions.push((window, Bytes::copy_from_slice(v)));
+                            }
+                        }
+                        true
+                    })
+                })
             })
-            .collect()
+        });
+        sessions
     }
 
     fn all(&self) -> Vec<(Bytes, Window, Bytes)> {
-        let min_live = self.min_live_end();
-        self.sessions
-            .iter()
-            .filter(|((_, end, _), _)| *end >= min_live)
-            .map(|((k, end, start), v)| {
-                (
-                    k.to_bytes(),
-                    Window {
-                        start: *start,
-                        end: *end,
-                    },
-                    v.to_bytes(),
-                )
-            })
-            .collect()
+        let min_live = self.time.min_live();
+        let mut sessions = Vec::new();
+        self.each_session(min_live, self.time.observed, |key, window, v| {
+            if window.end >= min_live {
+                sessions.push((
+                    Bytes::copy_from_slice(key),
+                    window,
+                    Bytes::copy_from_slice(v),
+                ));
+            }
+        });
+        // By key, end, then start, whatever the keys' lengths.
+        sessions.sort_by(|a, b| (&a.0, a.1.end, a.1.start).cmp(&(&b.0, b.1.end, b.1.start)));
+        sessions
     }
 
     fn sessions_ending(
@@ -264,51 +283,44 @@ impl SessionBytesStore for InMemorySessionStore {
         earliest_end: Timestamp,
         latest_end: Timestamp,
     ) -> Vec<(Bytes, Window, Bytes)> {
+        let mut sessions = Vec::new();
         if earliest_end > latest_end {
-            return Vec::new();
+            return sessions;
         }
-        let mut sessions: Vec<_> = self
-            .by_end
-            .range((
-                Bound::Included((earliest_end, SmallBytes::copy(&[]), i64::MIN)),
-                Bound::Unbounded,
-            ))
-            .take_while(|(end, _, _)| *end <= latest_end)
-            .filter_map(|(end, key, start)| {
-                let value = self.sessions.get(&(key.clone(), *end, *start))?;
-                let window = Window {
-                    start: *start,
-                    end: *end,
-                };
-                Some((key.to_bytes(), window, value.to_bytes()))
-            })
-            .collect();
-        // The index is by end, key, start; Kafka's order is by end, start, key.
+        self.each_session(earliest_end, latest_end, |key, window, v| {
+            if (earliest_end..=latest_end).contains(&window.end) {
+                sessions.push((
+                    Bytes::copy_from_slice(key),
+                    window,
+                    Bytes::copy_from_slice(v),
+                ));
+            }
+        });
+        // Kafka's order: by end, start, then key.
         sessions.sort_by(|a, b| (a.1.end, a.1.start, &a.0).cmp(&(b.1.end, b.1.start, &b.0)));
         sessions
     }
 
     fn len(&self) -> usize {
-        let min_live = self.min_live_end();
-        self.by_end
-            .range((
-                Bound::Included((min_live, SmallBytes::copy(&[]), i64::MIN)),
-                Bound::Unbounded,
-            ))
-            .count()
+        let min_live = self.time.min_live();
+        let mut n = 0;
+        self.each_session(min_live, self.time.observed, |_, window, _| {
+            n += usize::from(window.end >= min_live);
+        });
+        n
     }
 
-    fn changelog(&self) -> ChangelogBatch<'_> {
-        self.log.batch()
+    fn layers(&self) -> &dyn StoreLayer {
+        &*self.time.layers
     }
 
-    fn clear_changelog(&mut self) {
-        self.log.clear();
+    fn layers_mut(&mut self) -> &mut dyn StoreLayer {
+        &mut *self.time.layers
     }
 
     fn restore(&mut self, record: ChangelogRecord) -> Result<(), SerdeError> {
         let (key, session) = parse_session_store_key(&record.key)?;
-        self.apply(&key, session, record.value.as_deref());
+        self.write(Origin::Restore, &key, session, record.value.as_deref());
         Ok(())
     }
 }
@@ -323,7 +335,7 @@ mod tests {
 
     #[test]
     fn sessions_are_found_by_overlap_and_expire_after_retention() {
-        let mut store = InMemorySessionStore::new("s", 100);
+        let mut store = LayeredSessionStore::in_memory("s", 100);
         store.put(b"a", w(0, 10), Some(Bytes::from("1")));
         store.put(b"a", w(50, 60), Some(Bytes::from("2")));
         store.put(b"b", w(0, 70), Some(Bytes::from("3")));
@@ -344,8 +356,8 @@ mod tests {
         // An end at 200 expires sessions ending before 101.
         store.put(b"c", w(200, 200), Some(Bytes::from("4")));
         assert_eq!(store.len(), 1);
-        let mut rebuilt = InMemorySessionStore::new("s", 100);
-        for r in store.take_changelog() {
+        let mut rebuilt = LayeredSessionStore::in_memory("s", 100);
+        for r in store.layers_mut().take_changelog() {
             rebuilt.restore(r).unwrap();
         }
         assert_eq!(rebuilt.all(), store.all());
@@ -353,13 +365,13 @@ mod tests {
 
     #[test]
     fn sessions_ending_in_a_range_come_by_end_start_then_key() {
-        let mut store = InMemorySessionStore::new("s", 1_000);
+        let mut store = LayeredSessionStore::in_memory("s", 1_000);
         store.put(b"b", w(5, 20), Some(Bytes::from("1")));
         store.put(b"a", w(10, 20), Some(Bytes::from("2")));
         store.put(b"c", w(5, 20), Some(Bytes::from("3")));
         store.put(b"a", w(0, 9), Some(Bytes::from("4")));
         store.put(b"z", w(30, 31), Some(Bytes::from("5")));
-        let ending = |store: &InMemorySessionStore, from, to| -> Vec<(Bytes, Window)> {
+        let ending = |store: &LayeredSessionStore, from, to| -> Vec<(Bytes, Window)> {
             store
                 .sessions_ending(from, to)
                 .into_iter()
@@ -386,7 +398,7 @@ mod tests {
     #[test]
     fn expired_sessions_stay_for_emission_until_their_segment_goes() {
         // Retention 100 ms: segments of a minute.
-        let mut store = InMemorySessionStore::new("s", 100);
+        let mut store = LayeredSessionStore::in_memory("s", 100);
         store.put(b"a", w(0, 10), Some(Bytes::from("1")));
         store.put(b"b", w(200, 200), Some(Bytes::from("2")));
         assert!(store.find_sessions(b"a", 0, 1_000).is_empty());
@@ -399,10 +411,10 @@ mod tests {
             .collect();
         assert_eq!(ending, [w(0, 10), w(200, 200)]);
         // A write into an expired segment is logged but not kept.
-        store.take_changelog();
+        store.layers_mut().take_changelog();
         store.put(b"c", w(120_000, 120_000), Some(Bytes::from("3")));
         store.put(b"d", w(5, 5), Some(Bytes::from("4")));
-        assert_eq!(store.take_changelog().len(), 2);
+        assert_eq!(store.layers_mut().take_changelog().len(), 2);
         let ending: Vec<Window> = store
             .sessions_ending(0, i64::MAX)
             .into_iter()
@@ -420,8 +432,8 @@ mod tests {
             parse_session_store_key(&k).unwrap(),
             (Bytes::from("k"), w(5, 9))
         );
-        let mut store = InMemorySessionStore::new("s", 100);
+        let mut store = LayeredSessionStore::in_memory("s", 100);
         store.put(b"k", w(5, 9), Some(Bytes::from("v")));
-        assert_eq!(store.take_changelog()[0].key, k);
+        assert_eq!(store.layers_mut().take_changelog()[0].key, k);
     }
 }

@@ -1,6 +1,6 @@
 //! The keys and values of in-memory stores: short ones (most are) are held inline, so that
 //! writing one allocates nothing and comparing keys follows no pointer; longer ones are boxed.
-//! Each takes 24 bytes, so that a hash table of small keys and values stays small enough for
+//! Each takes 32 bytes (inline up to 30: a window's entry key of an 8-byte key fits), so that a hash table of small keys and values stays small enough for
 //! the processor's caches. Ordered and hashed as their bytes.
 
 use std::borrow::Borrow;
@@ -9,7 +9,7 @@ use std::cmp::Ordering;
 use bytes::Bytes;
 
 /// How many bytes a key may have and still be held inline.
-const INLINE: usize = 22;
+const INLINE: usize = 30;
 
 /// Bytes of an in-memory store.
 #[derive(Clone)]
@@ -47,10 +47,6 @@ impl SmallBytes {
     #[inline]
     pub(crate) fn inline(bytes: &[u8]) -> Option<Self> {
         (bytes.len() <= INLINE).then(|| Self::copy(bytes))
-    }
-
-    pub(crate) fn to_bytes(&self) -> Bytes {
-        Bytes::copy_from_slice(self.as_slice())
     }
 }
 
@@ -110,15 +106,15 @@ impl Ord for SmallBytes {
     }
 }
 
-/// An inline array as three big-endian words, which compare as the bytes do.
+/// An inline array as four big-endian words, which compare as the bytes do.
 #[inline]
-fn words(bytes: &[u8; INLINE]) -> (u64, u64, u64) {
+fn words(bytes: &[u8; INLINE]) -> (u64, u64, u64, u64) {
     let word = |range: std::ops::Range<usize>| {
         let mut w = [0u8; 8];
         w[..range.len()].copy_from_slice(&bytes[range]);
         u64::from_be_bytes(w)
     };
-    (word(0..8), word(8..16), word(16..INLINE))
+    (word(0..8), word(8..16), word(16..24), word(24..INLINE))
 }
 
 /// A fast hasher for store keys, seeded at random per store (as `foldhash` and hashbrown's
@@ -198,13 +194,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn small_bytes_take_24_bytes_and_keep_their_bytes_either_way() {
-        assert_eq!(std::mem::size_of::<SmallBytes>(), 24);
+    fn small_bytes_take_32_bytes_and_keep_their_bytes_either_way() {
+        assert_eq!(std::mem::size_of::<SmallBytes>(), 32);
         for len in [0, 1, 8, INLINE, INLINE + 1, 100] {
             let bytes: Vec<u8> = (0..len as u8).collect();
             let small = SmallBytes::copy(&bytes);
             assert_eq!(small.as_slice(), &bytes[..]);
-            assert_eq!(small.to_bytes(), Bytes::from(bytes.clone()));
+            assert_eq!(small.as_slice(), &bytes[..]);
             assert_eq!(small, SmallBytes::copy(&bytes));
         }
         assert!(SmallBytes::copy(b"aa") < SmallBytes::copy(&[b'a'; 40]));

@@ -2,15 +2,17 @@
 //! joins keep them. The changelog keys have Kafka's window key layout (the serialized key, the
 //! window start as 8 bytes big-endian, a 4-byte sequence number), and windows older than the
 //! retention period (measured from the latest window start written) are dropped, as in Kafka's
-//! window stores.
+//! window stores. [`LayeredWindowStore`] keeps them in an inner byte store, in segments of
+//! start times as [`super::layout`] lays them out, under the store's layers.
 
-use std::collections::{BTreeSet, HashMap};
 use std::ops::Bound;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::changelog::{ChangelogBatch, ChangelogBuffer};
-use super::small_bytes::{SeededHashing, SmallBytes};
+use super::changelog::ChangelogBuffer;
+use super::inner::{BytesStore, InMemoryBytesStore};
+use super::layers::{ChangelogKey, LayerConfig, StoreLayer};
+use super::layout::{ordered, segment_start, time_of, with_key, write_key, Origin, Timeline, HEAD};
 use super::{ChangelogRecord, UpdateBytes};
 use crate::log::Timestamp;
 use crate::serde::SerdeError;
@@ -68,19 +70,11 @@ pub trait WindowBytesStore: Send {
         self.len() == 0
     }
 
-    /// The writes since the changelog was last cleared, in the order they were made,
-    /// borrowed: what the task hands to the producer of the changelog topic.
-    fn changelog(&self) -> ChangelogBatch<'_>;
+    /// The layers the store is made of: its changelog, cache and write buffer.
+    fn layers(&self) -> &dyn StoreLayer;
 
-    /// Forgets the writes [`changelog`](Self::changelog) shows, once they are sent.
-    fn clear_changelog(&mut self);
-
-    /// The writes since the changelog was last cleared, as records, and clears it.
-    fn take_changelog(&mut self) -> Vec<ChangelogRecord> {
-        let records = self.changelog().to_records();
-        self.clear_changelog();
-        records
-    }
+    /// The layers, to flush, commit or take the changelog.
+    fn layers_mut(&mut self) -> &mut dyn StoreLayer;
 
     /// Applies a changelog record without recording it again (restoration).
     fn restore(&mut self, record: ChangelogRecord) -> Result<(), SerdeError>;
@@ -110,144 +104,146 @@ pub fn parse_window_store_key(bytes: &Bytes) -> Result<(Bytes, Timestamp, u32), 
     Ok((bytes.slice(..n), start, seq))
 }
 
-/// A window store in memory: a hash map by key, start and sequence number for reads and
-/// writes, an ordered index by key then time for range fetches, and one by time for expiry.
-#[derive(Debug, Clone)]
-pub struct InMemoryWindowStore {
+/// Records in `log` a write of an entry of [`LayeredWindowStore`]'s inner store, under its
+/// changelog key (Kafka's window key); what is not an entry is not logged.
+pub(crate) fn log_write(inner: &[u8], value: Option<&[u8]>, log: &mut ChangelogBuffer) {
+    if inner.len() < HEAD + 12 {
+        return;
+    }
+    let rest = &inner[HEAD..];
+    let n = rest.len() - 12;
+    let start = time_of(&rest[n..n + 8]).to_be_bytes();
+    log.push(&[&rest[..n], &start, &rest[n + 8..]], value);
+}
+
+/// A window store over its layers, its windows in segments of start times, by key then
+/// start within a segment.
+pub struct LayeredWindowStore {
     name: String,
-    retention: i64,
-    observed: Timestamp,
-    values: HashMap<(SmallBytes, Timestamp, u32), SmallBytes, SeededHashing>,
-    by_key: BTreeSet<(SmallBytes, Timestamp, u32)>,
-    by_start: BTreeSet<(Timestamp, SmallBytes, u32)>,
-    log: ChangelogBuffer,
-    logging: bool,
-    /// Where updates write new values.
+    time: Timeline,
+    /// Where writes build their keys.
+    key: Vec<u8>,
+    /// Where updates of windows past retention write the value they drop.
     buffer: Vec<u8>,
 }
 
-impl InMemoryWindowStore {
-    /// An empty store keeping windows that start within `retention` ms of the latest one.
-    pub fn new(name: impl Into<String>, retention: i64) -> Self {
+impl std::fmt::Debug for LayeredWindowStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LayeredWindowStore")
+            .field("name", &self.name)
+            .field("retention", &self.time.retention)
+            .field("observed", &self.time.observed)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A window from an entry's key: the record's key, start and number; `None` for what is
+/// not a window's entry.
+fn window_of(entry: &[u8]) -> Option<(&[u8], Timestamp, u32)> {
+    let rest = entry.get(HEAD..).filter(|r| r.len() >= 12)?;
+    let (key, times) = rest.split_at(rest.len() - 12);
+    let seq = u32::from_be_bytes(times[8..].try_into().ok()?);
+    Some((key, time_of(times), seq))
+}
+
+impl LayeredWindowStore {
+    /// The store called `name` over `inner`, keeping windows that start within `retention`
+    /// ms of the latest one, with the layers `config` asks for.
+    pub fn new(
+        name: impl Into<String>,
+        retention: i64,
+        inner: Box<dyn BytesStore>,
+        config: LayerConfig,
+    ) -> Self {
         Self {
             name: name.into(),
-            retention,
-            observed: i64::MIN,
-            values: HashMap::default(),
-            by_key: BTreeSet::new(),
-            by_start: BTreeSet::new(),
-            log: ChangelogBuffer::default(),
-            logging: true,
+            time: Timeline::new(retention, inner, config, ChangelogKey::Window),
+            key: Vec::new(),
             buffer: Vec::new(),
         }
     }
 
-    /// The same store with its changelog on (the default) or off.
-    pub fn with_logging(mut self, logging: bool) -> Self {
-        self.logging = logging;
-        self
+    /// A logged store in memory, without cache or write buffer.
+    pub fn in_memory(name: impl Into<String>, retention: i64) -> Self {
+        Self::new(
+            name,
+            retention,
+            Box::new(InMemoryBytesStore::new()),
+            LayerConfig::LOGGED,
+        )
     }
 
-    /// The earliest window start still kept.
-    fn min_live(&self) -> Timestamp {
-        self.observed
-            .saturating_sub(self.retention)
-            .saturating_add(1)
+    /// Writes into `self.key` the entry key of a window.
+    fn entry_key(&mut self, key: &[u8], start: Timestamp, seq: u32) {
+        let segment = segment_start(self.time.segments.of(start));
+        write_key(
+            &mut self.key,
+            &[&segment, key, &ordered(start), &seq.to_be_bytes()],
+        );
     }
 
-    fn apply(&mut self, key: &[u8], start: Timestamp, seq: u32, value: Option<&[u8]>) {
-        self.observed = self.observed.max(start);
-        let min_live = self.min_live();
-        if start < min_live {
-            return;
-        }
-        let id = (SmallBytes::copy(key), start, seq);
-        match value {
-            Some(v) => match self.values.get_mut(&id) {
-                Some(old) => *old = SmallBytes::copy(v),
-                None => {
-                    self.by_key.insert(id.clone());
-                    self.by_start.insert((start, id.0.clone(), seq));
-                    self.values.insert(id, SmallBytes::copy(v));
-                }
-            },
-            None => {
-                if self.values.remove(&id).is_some() {
-                    self.by_start.remove(&(start, id.0.clone(), seq));
-                    self.by_key.remove(&id);
-                }
+    /// Calls `visit` with the windows (record key, start, number, value) of the segments
+    /// holding starts from `from` to `to`, segment by segment, each in entry order.
+    fn each_window(
+        &self,
+        from: Timestamp,
+        to: Timestamp,
+        mut visit: impl FnMut(&[u8], Timestamp, u32, &[u8]),
+    ) {
+        self.time.each_entry(from, to, |k, v| {
+            if let Some((key, start, seq)) = window_of(k) {
+                visit(key, start, seq, v);
             }
-        }
-        while let Some((s, _, _)) = self.by_start.first() {
-            if *s >= min_live {
-                break;
-            }
-            let (s, k, q) = self.by_start.pop_first().expect("a first entry");
-            let id = (k, s, q);
-            self.by_key.remove(&id);
-            self.values.remove(&id);
-        }
+        });
     }
 }
 
-impl WindowBytesStore for InMemoryWindowStore {
+impl WindowBytesStore for LayeredWindowStore {
     fn name(&self) -> &str {
         &self.name
     }
 
     fn put(&mut self, key: &[u8], start: Timestamp, seq: u32, value: Option<Bytes>) {
-        let expired = start
-            < self
-                .observed
-                .max(start)
-                .saturating_sub(self.retention)
-                .saturating_add(1);
-        if expired {
+        let latest = self.time.observed.max(start);
+        if start < latest.saturating_sub(self.time.retention).saturating_add(1) {
             return;
         }
-        if self.logging {
-            self.log.push(
-                &[key, &start.to_be_bytes(), &seq.to_be_bytes()],
-                value.as_deref(),
-            );
-        }
-        self.apply(key, start, seq, value.as_deref());
+        self.entry_key(key, start, seq);
+        self.time.layers.put(&self.key, value.as_deref());
+        self.time.advance(start, Origin::Write);
     }
 
     fn update_slice(&mut self, key: &[u8], start: Timestamp, update: &mut UpdateBytes<'_>) {
-        // A window the store holds is live (it is dropped once it is not).
-        let id = (SmallBytes::copy(key), start, 0);
-        self.buffer.clear();
-        match self.values.get_mut(&id) {
-            Some(old) => {
-                if update(Some(old.as_slice()), &mut self.buffer) {
-                    *old = SmallBytes::copy(&self.buffer);
-                    if self.logging {
-                        self.log.push(
-                            &[key, &start.to_be_bytes(), &0u32.to_be_bytes()],
-                            Some(&self.buffer),
-                        );
-                    }
-                } else {
-                    self.put(key, start, 0, None);
-                }
-            }
-            _ => {
-                if update(None, &mut self.buffer) {
-                    let value = Bytes::copy_from_slice(&self.buffer);
-                    self.put(key, start, 0, Some(value));
-                }
-            }
+        if start < self.time.min_live() {
+            // A window past retention holds nothing and keeps nothing.
+            self.buffer.clear();
+            update(None, &mut self.buffer);
+            return;
+        }
+        self.entry_key(key, start, 0);
+        let mut wrote = false;
+        self.time.layers.update(&self.key, &mut |old, out| {
+            let present = update(old, out);
+            wrote = present || old.is_some();
+            present
+        });
+        // Time moves with what is written only, so that the changelog replays it.
+        if wrote {
+            self.time.advance(start, Origin::Write);
         }
     }
 
     fn fetch(&self, key: &[u8], start: Timestamp, seq: u32) -> Option<Bytes> {
-        if start < self.min_live() {
+        if start < self.time.min_live() {
             return None;
         }
-        self.values
-            .get(&(SmallBytes::copy(key), start, seq))
-            .map(SmallBytes::to_bytes)
+        let mut value = Vec::new();
+        let segment = segment_start(self.time.segments.of(start));
+        with_key(
+            &[&segment, key, &ordered(start), &seq.to_be_bytes()],
+            |entry| self.time.layers.get_into(entry, &mut value),
+        )
+        .then(|| Bytes::from(value))
     }
 
     fn fetch_range(
@@ -256,67 +252,95 @@ impl WindowBytesStore for InMemoryWindowStore {
         from: Timestamp,
         to: Timestamp,
     ) -> Vec<(Timestamp, u32, Bytes)> {
-        let from = from.max(self.min_live());
+        let from = from.max(self.time.min_live());
+        let to = to.min(self.time.observed);
+        let mut windows = Vec::new();
         if from > to {
-            return Vec::new();
+            return windows;
         }
-        let k = SmallBytes::copy(key);
-        let range = (
-            Bound::Included((k.clone(), from, 0)),
-            Bound::Included((k, to, u32::MAX)),
-        );
-        self.by_key
-            .range(range)
-            .filter_map(|id| self.values.get(id).map(|v| (id.1, id.2, v.to_bytes())))
-            .collect()
+        let layers = &*self.time.layers;
+        let (low, high) = (ordered(from), ordered(to));
+        self.time.each_segment(from, to, |segment| {
+            with_key(&[segment, key, &low, &[0; 4]], |low| {
+                with_key(&[segment, key, &high, &[0xff; 4]], |high| {
+                    layers.scan(Bound::Included(low), Bound::Included(high), &mut |k, v| {
+                        // A longer key with this one as its prefix may fall in the range.
+                        if let Some((_, start, seq)) = window_of(k).filter(|w| w.0 == key) {
+                            windows.push((start, seq, Bytes::copy_from_slice(v)));
+                        }
+                        true
+                    })
+                })
+            })
+        });
+        windows
     }
 
     fn all(&self) -> Vec<(Bytes, Timestamp, Bytes)> {
-        let min_live = self.min_live();
-        self.by_key
-            .iter()
-            .filter(|(_, s, _)| *s >= min_live)
-            .filter_map(|id| {
-                self.values
-                    .get(id)
-                    .map(|v| (id.0.to_bytes(), id.1, v.to_bytes()))
-            })
-            .collect()
+        let min_live = self.time.min_live();
+        let mut windows = Vec::new();
+        self.each_window(min_live, self.time.observed, |key, start, seq, v| {
+            if start >= min_live {
+                windows.push((
+                    Bytes::copy_from_slice(key),
+                    start,
+                    seq,
+                    Bytes::copy_from_slice(v),
+                ));
+            }
+        });
+        // By key then time, whatever the keys' lengths.
+        windows.sort_by(|a, b| (&a.0, a.1, a.2).cmp(&(&b.0, b.1, b.2)));
+        windows.into_iter().map(|(k, s, _, v)| (k, s, v)).collect()
     }
 
     fn fetch_all(&self, from: Timestamp, to: Timestamp) -> Vec<(Bytes, Timestamp, Bytes)> {
-        let from = from.max(self.min_live());
+        let from = from.max(self.time.min_live());
+        let to = to.min(self.time.observed);
         if from > to {
             return Vec::new();
         }
-        self.by_start
-            .iter()
-            .skip_while(|(s, _, _)| *s < from)
-            .take_while(|(s, _, _)| *s <= to)
-            .filter_map(|(s, k, q)| {
-                let id = (k.clone(), *s, *q);
-                self.values
-                    .get(&id)
-                    .map(|v| (k.to_bytes(), *s, v.to_bytes()))
-            })
-            .collect()
+        let mut windows = Vec::new();
+        self.each_window(from, to, |key, start, seq, v| {
+            if (from..=to).contains(&start) {
+                windows.push((
+                    Bytes::copy_from_slice(key),
+                    start,
+                    seq,
+                    Bytes::copy_from_slice(v),
+                ));
+            }
+        });
+        windows.sort_by(|a, b| (a.1, &a.0, a.2).cmp(&(b.1, &b.0, b.2)));
+        windows.into_iter().map(|(k, s, _, v)| (k, s, v)).collect()
     }
 
     fn len(&self) -> usize {
-        self.values.len()
+        let min_live = self.time.min_live();
+        let mut n = 0;
+        self.each_window(min_live, self.time.observed, |_, start, _, _| {
+            n += usize::from(start >= min_live);
+        });
+        n
     }
 
-    fn changelog(&self) -> ChangelogBatch<'_> {
-        self.log.batch()
+    fn layers(&self) -> &dyn StoreLayer {
+        &*self.time.layers
     }
 
-    fn clear_changelog(&mut self) {
-        self.log.clear();
+    fn layers_mut(&mut self) -> &mut dyn StoreLayer {
+        &mut *self.time.layers
     }
 
     fn restore(&mut self, record: ChangelogRecord) -> Result<(), SerdeError> {
         let (key, start, seq) = parse_window_store_key(&record.key)?;
-        self.apply(&key, start, seq, record.value.as_deref());
+        // As a write: a window past retention is not kept.
+        let latest = self.time.observed.max(start);
+        if start >= latest.saturating_sub(self.time.retention).saturating_add(1) {
+            self.entry_key(&key, start, seq);
+            self.time.layers.restore(&self.key, record.value.as_deref());
+        }
+        self.time.advance(start, Origin::Restore);
         Ok(())
     }
 }
@@ -327,7 +351,7 @@ mod tests {
 
     #[test]
     fn windows_are_fetched_by_key_and_start_and_expire_after_retention() {
-        let mut store = InMemoryWindowStore::new("w", 100);
+        let mut store = LayeredWindowStore::in_memory("w", 100);
         store.put(b"a", 0, 0, Some(Bytes::from("a0")));
         store.put(b"a", 50, 0, Some(Bytes::from("a50")));
         store.put(b"b", 50, 0, Some(Bytes::from("b50")));
@@ -346,8 +370,8 @@ mod tests {
         store.put(b"c", 0, 0, Some(Bytes::from("late")));
         assert_eq!(store.fetch(b"c", 0, 0), None);
         // The changelog replays into the same contents.
-        let mut rebuilt = InMemoryWindowStore::new("w", 100);
-        for r in store.take_changelog() {
+        let mut rebuilt = LayeredWindowStore::in_memory("w", 100);
+        for r in store.layers_mut().take_changelog() {
             rebuilt.restore(r).unwrap();
         }
         assert_eq!(rebuilt.all(), store.all());
@@ -364,8 +388,8 @@ mod tests {
             (Bytes::from("key"), 0x0102, 7)
         );
         assert!(parse_window_store_key(&Bytes::from("short")).is_err());
-        let mut store = InMemoryWindowStore::new("w", 100);
+        let mut store = LayeredWindowStore::in_memory("w", 100);
         store.put(b"key", 0x0102, 7, Some(Bytes::from("v")));
-        assert_eq!(store.take_changelog()[0].key, k);
+        assert_eq!(store.layers_mut().take_changelog()[0].key, k);
     }
 }

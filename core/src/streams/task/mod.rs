@@ -16,9 +16,7 @@ pub use crate::streams::graph::{
 };
 use crate::streams::graph::{Graph, NodeSlot, Punctuation, PunctuationType, StoreSlot, TaskState};
 use crate::streams::record::RecordMetadata;
-use crate::streams::store::{
-    ChangelogBatch, InMemoryStores, StoreBuilder, StoreKind, StoreSupplier,
-};
+use crate::streams::store::{ChangelogBatch, InMemoryStores, StoreBuilder, StoreSupplier};
 use crate::streams::topology::{BuildContext, NodeKind, TimestampExtractor, Topology};
 use crate::streams::{StreamsError, TopologyError};
 
@@ -36,7 +34,13 @@ impl GlobalStores {
         let mut stores = self.0.lock().unwrap_or_else(|e| e.into_inner());
         stores
             .entry(definition.name().to_string())
-            .or_insert_with(|| Arc::new(Mutex::new(supplier.key_value("global", definition))))
+            .or_insert_with(|| {
+                let inner = supplier.inner("global", definition);
+                match StoreInstance::build(definition, inner, 0, false) {
+                    StoreInstance::Shared(store) => store,
+                    _ => unreachable!("a global store is shared"),
+                }
+            })
             .clone()
     }
 }
@@ -56,6 +60,13 @@ pub struct TaskConfig {
     pub globals: GlobalStores,
     /// How often throttled emissions may happen.
     pub emit_intervals: EmitIntervals,
+    /// The bytes the task's record caches may hold together (`statestore.cache.max.bytes`
+    /// for this task); 0, the default, caches nothing, so every update is forwarded and
+    /// logged at once, as in Kafka's `TopologyTestDriver`.
+    pub cache_max_bytes: usize,
+    /// Whether the task's stores hold their writes until a commit is acknowledged
+    /// (exactly-once).
+    pub write_buffer: bool,
 }
 
 impl TaskConfig {
@@ -68,6 +79,8 @@ impl TaskConfig {
             wall_clock: 0,
             globals: GlobalStores::default(),
             emit_intervals: EmitIntervals::default(),
+            cache_max_bytes: 0,
+            write_buffer: false,
         }
     }
 }
@@ -122,6 +135,14 @@ impl StreamTask {
             partitions: config.partitions.clone(),
         };
         let task_name: Arc<str> = Arc::from(id.to_string());
+        // The task's cache is shared evenly by its stores.
+        let mut store_names: Vec<&str> = members
+            .iter()
+            .flat_map(|&m| topology.nodes[m].stores.iter().map(String::as_str))
+            .collect();
+        store_names.sort_unstable();
+        store_names.dedup();
+        let cache_per_store = config.cache_max_bytes / store_names.len().max(1);
         let mut stores = Vec::new();
         let mut nodes = Vec::with_capacity(members.len());
         let mut inputs = Vec::new();
@@ -147,19 +168,17 @@ impl StreamTask {
                             .find(|s| s.name() == name)
                             .cloned()
                             .ok_or_else(|| TopologyError::Invalid(format!("no store {name}")))?;
-                        let store = match definition.kind() {
-                            StoreKind::KeyValue if definition.is_global() => StoreInstance::Shared(
+                        let store = if definition.is_global() {
+                            StoreInstance::Shared(
                                 config.globals.get_or_create(&definition, &*config.stores),
-                            ),
-                            StoreKind::KeyValue => StoreInstance::KeyValue(
-                                config.stores.key_value(&task_name, &definition),
-                            ),
-                            StoreKind::Window { .. } => {
-                                StoreInstance::Window(config.stores.window(&task_name, &definition))
-                            }
-                            StoreKind::Session { .. } => StoreInstance::Session(
-                                config.stores.session(&task_name, &definition),
-                            ),
+                            )
+                        } else {
+                            StoreInstance::build(
+                                &definition,
+                                config.stores.inner(&task_name, &definition),
+                                cache_per_store,
+                                config.write_buffer,
+                            )
                         };
                         stores.push(StoreSlot {
                             store,
@@ -381,6 +400,32 @@ impl StreamTask {
     pub fn clear_changelog(&mut self) {
         for slot in &mut self.graph.state.stores {
             slot.store.clear_changelog();
+        }
+    }
+
+    /// Sends what the stores' record caches hold down to their changelogs and inner stores:
+    /// the first step of a commit, before the changelog is taken.
+    pub fn flush_stores(&mut self) {
+        for slot in &mut self.graph.state.stores {
+            slot.store.flush();
+        }
+    }
+
+    /// The stores' writes are committed: `changelog_offset` gives, by changelog topic (full
+    /// name), the offset the committed changelog reaches. Under exactly-once this applies
+    /// each store's write buffer to its inner store in one batch with that offset.
+    pub fn commit_stores(&mut self, changelog_offset: impl Fn(&str) -> Option<i64>) {
+        for slot in &mut self.graph.state.stores {
+            let offset = changelog_offset(&slot.changelog_topic);
+            slot.store.commit(offset);
+        }
+    }
+
+    /// The stores' writes since the last commit are abandoned (the transaction aborted): the
+    /// write buffers and caches forget them, the inner stores keep the committed state.
+    pub fn abort_stores(&mut self) {
+        for slot in &mut self.graph.state.stores {
+            slot.store.abort();
         }
     }
 

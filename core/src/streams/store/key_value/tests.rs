@@ -5,7 +5,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::serde::{I64Serde, StringSerde};
-use crate::streams::store::{InMemoryKeyValueStore, Scratch};
+use crate::streams::store::{InMemoryBytesStore, LayerConfig, LayeredKeyValueStore, Scratch};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -39,11 +39,11 @@ fn pairs(entries: Vec<(Bytes, Bytes)>) -> Vec<(Vec<u8>, Vec<u8>)> {
 }
 
 proptest! {
-    /// The in-memory store answers every operation as a `BTreeMap` does, and replaying its
-    /// changelog into an empty store rebuilds the same contents.
+    /// The key-value store in memory answers every operation as a `BTreeMap` does, and
+    /// replaying its changelog into an empty store rebuilds the same contents.
     #[test]
     fn the_in_memory_store_behaves_as_a_btreemap(ops in proptest::collection::vec(op(), 0..60)) {
-        let mut store = InMemoryKeyValueStore::new("counts");
+        let mut store = LayeredKeyValueStore::in_memory("counts");
         let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
         for op in ops {
             match op {
@@ -79,18 +79,18 @@ proptest! {
         }
         let all: Vec<_> = model.into_iter().collect();
         prop_assert_eq!(pairs(store.all()), all.clone());
-        let mut rebuilt = InMemoryKeyValueStore::new("counts");
-        for record in store.take_changelog() {
+        let mut rebuilt = LayeredKeyValueStore::in_memory("counts");
+        for record in store.layers_mut().take_changelog() {
             rebuilt.restore(record);
         }
         prop_assert_eq!(pairs(rebuilt.all()), all);
-        prop_assert!(store.take_changelog().is_empty());
+        prop_assert!(store.layers_mut().take_changelog().is_empty());
     }
 }
 
 #[test]
 fn the_typed_view_serializes_keys_and_values_and_logs_every_write() {
-    let mut inner = InMemoryKeyValueStore::new("counts");
+    let mut inner = LayeredKeyValueStore::in_memory("counts");
     let serdes = KeyValueSerdes {
         keys: Arc::new(StringSerde),
         values: Arc::new(I64Serde),
@@ -107,7 +107,7 @@ fn the_typed_view_serializes_keys_and_values_and_logs_every_write() {
         counts.range(&"a".to_string(), &"b".to_string()).unwrap(),
         [("a".to_string(), 1), ("b".to_string(), 2)]
     );
-    let changelog = counts.bytes().take_changelog();
+    let changelog = counts.bytes().layers_mut().take_changelog();
     assert_eq!(changelog.len(), 4);
     assert_eq!(
         changelog[3],
@@ -121,8 +121,12 @@ fn the_typed_view_serializes_keys_and_values_and_logs_every_write() {
 
 #[test]
 fn a_store_without_logging_keeps_no_changelog() {
-    let mut store = InMemoryKeyValueStore::new("quiet").with_logging(false);
+    let mut store = LayeredKeyValueStore::new(
+        "quiet",
+        Box::new(InMemoryBytesStore::new()),
+        LayerConfig::default(),
+    );
     store.put(Bytes::from("k"), Some(Bytes::from("v")));
     assert_eq!(store.get(b"k"), Some(Bytes::from("v")));
-    assert!(store.take_changelog().is_empty());
+    assert!(store.layers_mut().take_changelog().is_empty());
 }

@@ -1,0 +1,340 @@
+//! The inner store every state store is layered over ([`BytesStore`]): serialized keys and
+//! values in the byte order of the keys, with point reads and writes, range and prefix
+//! iteration, and a batch of writes applied at once together with the changelog offset it
+//! reaches. [`InMemoryBytesStore`] is the one in memory; the runtime's is on disk. Key-value,
+//! window and session stores, change-logging, the record cache and the exactly-once write
+//! buffer are all built over this trait (see [`super::layers`]).
+
+use std::collections::{BTreeSet, HashMap};
+use std::ops::Bound;
+
+use super::small_bytes::{SeededHashing, SmallBytes};
+use super::UpdateBytes;
+
+/// What a scan calls for each entry in key order: key and value; `false` stops the scan.
+pub type Visit<'a> = dyn FnMut(&[u8], &[u8]) -> bool + 'a;
+
+/// One write of a batch: a key and its new value, `None` deleting it.
+pub type BatchWrite<'a> = (&'a [u8], Option<&'a [u8]>);
+
+/// A store of serialized keys and values, scanned in the byte order of the keys: what an
+/// inner store (in memory, or on disk) provides, and all it has to.
+pub trait BytesStore: Send {
+    /// Appends the value of `key` to `out`; `false` when there is none.
+    fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> bool;
+
+    /// Writes `value` for `key`.
+    fn put(&mut self, key: &[u8], value: &[u8]);
+
+    /// Deletes `key`.
+    fn delete(&mut self, key: &[u8]);
+
+    /// Calls `visit` for the entries with keys within the bounds, in key order, until it
+    /// returns `false`. Bounds that hold no key (the start after the end) visit nothing.
+    fn scan(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, visit: &mut Visit<'_>);
+
+    /// The number of entries.
+    fn len(&self) -> usize {
+        let mut n = 0;
+        self.scan(Bound::Unbounded, Bound::Unbounded, &mut |_, _| {
+            n += 1;
+            true
+        });
+        n
+    }
+
+    /// Whether the store holds nothing.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Reads the value of `key` and writes what `update` makes of it (given the old value or
+    /// `None` and a buffer, it returns whether the buffer holds a new value; `false` deletes),
+    /// in one lookup where the store can.
+    fn update(&mut self, key: &[u8], update: &mut UpdateBytes<'_>) {
+        let mut old = Vec::new();
+        let had = self.get_into(key, &mut old);
+        let mut new = Vec::new();
+        if update(had.then_some(&old[..]), &mut new) {
+            self.put(key, &new);
+        } else if had {
+            self.delete(key);
+        }
+    }
+
+    /// Applies `writes` in order, at once where the store can (nothing of a batch survives a
+    /// crash without all of it), and records that the store now holds its changelog up to
+    /// `changelog_offset` (exclusive) when one is given.
+    fn write_batch(
+        &mut self,
+        writes: &mut dyn Iterator<Item = BatchWrite<'_>>,
+        changelog_offset: Option<i64>,
+    );
+
+    /// The changelog offset the store's contents reach (the next offset to restore from), as
+    /// the last batch recorded it.
+    fn changelog_offset(&self) -> Option<i64>;
+}
+
+/// Whether `(from, to)` may hold a key: what ordered maps need before they are asked for a
+/// range (they refuse a start after the end).
+pub(crate) fn bounds_hold_keys(from: Bound<&[u8]>, to: Bound<&[u8]>) -> bool {
+    match (from, to) {
+        (Bound::Included(a), Bound::Included(b)) => a <= b,
+        (Bound::Included(a), Bound::Excluded(b))
+        | (Bound::Excluded(a), Bound::Included(b))
+        | (Bound::Excluded(a), Bound::Excluded(b)) => a < b,
+        _ => true,
+    }
+}
+
+/// The smallest key after every key that starts with `prefix`, or `None` when there is none
+/// (the prefix is empty or all `0xff`).
+pub(crate) fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < u8::MAX {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+/// Calls `visit` for the entries of `scan` whose key starts with `prefix`.
+pub(crate) fn scan_prefix(
+    prefix: &[u8],
+    scan: impl FnOnce(Bound<&[u8]>, Bound<&[u8]>, &mut Visit<'_>),
+    visit: &mut Visit<'_>,
+) {
+    let end = prefix_end(prefix);
+    let to = match &end {
+        Some(end) => Bound::Excluded(&end[..]),
+        None => Bound::Unbounded,
+    };
+    scan(Bound::Included(prefix), to, visit);
+}
+
+/// An inner store in memory: a hash map for reads and writes and a sorted index of the keys
+/// for scans in key order, short keys and values held inline, so that a write to a key the
+/// store already holds allocates nothing.
+#[derive(Debug, Clone, Default)]
+pub struct InMemoryBytesStore {
+    values: HashMap<SmallBytes, SmallBytes, SeededHashing>,
+    keys: BTreeSet<SmallBytes>,
+    changelog_offset: Option<i64>,
+    /// Where updates write new values: kept, so that an update allocates nothing.
+    buffer: Vec<u8>,
+}
+
+impl InMemoryBytesStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The value of `key`, to change in place.
+    #[inline]
+    fn slot_mut(&mut self, key: &[u8]) -> Option<&mut SmallBytes> {
+        match SmallBytes::inline(key) {
+            Some(key) => self.values.get_mut(&key),
+            None => self.values.get_mut(key),
+        }
+    }
+
+    fn insert(&mut self, key: &[u8], value: &[u8]) {
+        let key = SmallBytes::copy(key);
+        self.keys.insert(key.clone());
+        self.values.insert(key, SmallBytes::copy(value));
+    }
+}
+
+impl BytesStore for InMemoryBytesStore {
+    #[inline]
+    fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> bool {
+        let slot = match SmallBytes::inline(key) {
+            Some(key) => self.values.get(&key),
+            None => self.values.get(key),
+        };
+        match slot {
+            Some(v) => {
+                out.extend_from_slice(v.as_slice());
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn put(&mut self, key: &[u8], value: &[u8]) {
+        match self.slot_mut(key) {
+            Some(old) => *old = SmallBytes::copy(value),
+            None => self.insert(key, value),
+        }
+    }
+
+    fn delete(&mut self, key: &[u8]) {
+        if self.values.remove(key).is_some() {
+            self.keys.remove(key);
+        }
+    }
+
+    fn scan(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, visit: &mut Visit<'_>) {
+        if !bounds_hold_keys(from, to) {
+            return;
+        }
+        for key in self.keys.range::<[u8], _>((from, to)) {
+            if let Some(value) = self.values.get(key.as_slice()) {
+                if !visit(key.as_slice(), value.as_slice()) {
+                    break;
+                }
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    fn update(&mut self, key: &[u8], update: &mut UpdateBytes<'_>) {
+        // The buffer is moved out while the map is borrowed, and back at the end.
+        let mut buffer = std::mem::take(&mut self.buffer);
+        buffer.clear();
+        match self.slot_mut(key) {
+            Some(old) => {
+                if update(Some(old.as_slice()), &mut buffer) {
+                    *old = SmallBytes::copy(&buffer);
+                } else {
+                    self.delete(key);
+                }
+            }
+            None => {
+                if update(None, &mut buffer) {
+                    self.insert(key, &buffer);
+                }
+            }
+        }
+        self.buffer = buffer;
+    }
+
+    fn write_batch(
+        &mut self,
+        writes: &mut dyn Iterator<Item = BatchWrite<'_>>,
+        changelog_offset: Option<i64>,
+    ) {
+        for (key, value) in writes {
+            match value {
+                Some(value) => self.put(key, value),
+                None => self.delete(key),
+            }
+        }
+        if changelog_offset.is_some() {
+            self.changelog_offset = changelog_offset;
+        }
+    }
+
+    fn changelog_offset(&self) -> Option<i64> {
+        self.changelog_offset
+    }
+}
+
+/// An inner store in memory that tests can look into while layers own it: clones share
+/// the same store.
+#[cfg(test)]
+#[derive(Clone, Default)]
+pub(crate) struct SharedBytesStore(std::sync::Arc<std::sync::Mutex<InMemoryBytesStore>>);
+
+#[cfg(test)]
+impl SharedBytesStore {
+    fn store(&self) -> std::sync::MutexGuard<'_, InMemoryBytesStore> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Every entry, in key order.
+    pub(crate) fn contents(&self) -> std::collections::BTreeMap<Vec<u8>, Vec<u8>> {
+        let mut all = std::collections::BTreeMap::new();
+        self.scan(Bound::Unbounded, Bound::Unbounded, &mut |k, v| {
+            all.insert(k.to_vec(), v.to_vec());
+            true
+        });
+        all
+    }
+}
+
+#[cfg(test)]
+impl BytesStore for SharedBytesStore {
+    fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> bool {
+        self.store().get_into(key, out)
+    }
+
+    fn put(&mut self, key: &[u8], value: &[u8]) {
+        self.store().put(key, value)
+    }
+
+    fn delete(&mut self, key: &[u8]) {
+        self.store().delete(key)
+    }
+
+    fn scan(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, visit: &mut Visit<'_>) {
+        self.store().scan(from, to, visit)
+    }
+
+    fn write_batch(
+        &mut self,
+        writes: &mut dyn Iterator<Item = BatchWrite<'_>>,
+        changelog_offset: Option<i64>,
+    ) {
+        self.store().write_batch(writes, changelog_offset)
+    }
+
+    fn changelog_offset(&self) -> Option<i64> {
+        self.store().changelog_offset()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_ends_are_the_next_key_after_the_prefix() {
+        assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
+        assert_eq!(prefix_end(b"a\xff"), Some(b"b".to_vec()));
+        assert_eq!(prefix_end(b"\xff\xff"), None);
+        assert_eq!(prefix_end(b""), None);
+    }
+
+    #[test]
+    fn bounds_after_their_end_hold_nothing() {
+        let mut store = InMemoryBytesStore::new();
+        store.put(b"a", b"1");
+        store.put(b"b", b"2");
+        let mut seen = 0;
+        store.scan(Bound::Included(b"b"), Bound::Included(b"a"), &mut |_, _| {
+            seen += 1;
+            true
+        });
+        store.scan(Bound::Excluded(b"a"), Bound::Excluded(b"a"), &mut |_, _| {
+            seen += 1;
+            true
+        });
+        assert_eq!(seen, 0);
+        store.scan(Bound::Excluded(b"a"), Bound::Unbounded, &mut |k, _| {
+            assert_eq!(k, b"b");
+            seen += 1;
+            true
+        });
+        assert_eq!(seen, 1);
+    }
+
+    #[test]
+    fn a_batch_records_the_changelog_offset_it_reaches() {
+        let mut store = InMemoryBytesStore::new();
+        assert_eq!(store.changelog_offset(), None);
+        let writes: [BatchWrite<'_>; 2] = [(b"a", Some(b"1")), (b"a", None)];
+        store.write_batch(&mut writes.into_iter(), Some(7));
+        assert_eq!(store.changelog_offset(), Some(7));
+        assert!(store.is_empty());
+        store.write_batch(&mut std::iter::empty(), None);
+        assert_eq!(store.changelog_offset(), Some(7));
+    }
+}

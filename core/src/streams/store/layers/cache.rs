@@ -1,0 +1,235 @@
+//! [`RecordCache`]: Kafka Streams' record cache (`statestore.cache.max.bytes`). Writes stay in
+//! the cache, the last one per key, until the cache is flushed (at commit) or runs out of
+//! room, when the least recently written entries go down to the layers below — and so to
+//! the changelog — oldest first. A key updated a thousand times in a commit interval reaches
+//! the changelog and the inner store once. Reads and scans see the cache over the store.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use super::overlay::{merged_len, merged_scan, Overlay};
+use super::StoreLayer;
+use crate::streams::store::changelog::ChangelogBatch;
+use crate::streams::store::inner::Visit;
+use crate::streams::store::UpdateBytes;
+
+/// What an entry costs beyond its key and value, as the cache counts its bytes.
+const ENTRY_OVERHEAD: usize = 64;
+
+/// One cached key.
+struct CacheEntry {
+    value: Option<Box<[u8]>>,
+    /// Written since it last went down.
+    dirty: bool,
+    /// When it was last written: its place in [`RecordCache::by_use`].
+    used: u64,
+}
+
+impl CacheEntry {
+    fn size(&self, key: &[u8]) -> usize {
+        key.len() + self.value.as_deref().map_or(0, <[u8]>::len) + ENTRY_OVERHEAD
+    }
+}
+
+fn value_of(entry: &CacheEntry) -> Option<&[u8]> {
+    entry.value.as_deref()
+}
+
+/// A cache of writes over a store, bounded in bytes.
+pub struct RecordCache {
+    below: Box<dyn StoreLayer>,
+    entries: Overlay<CacheEntry>,
+    /// The cached keys by last write, oldest first.
+    by_use: BTreeMap<u64, Box<[u8]>>,
+    clock: u64,
+    bytes: usize,
+    max_bytes: usize,
+    /// Where a value read from below goes before an update.
+    scratch: Vec<u8>,
+}
+
+impl RecordCache {
+    /// A cache of at most `max_bytes` over `below`.
+    pub fn new(below: Box<dyn StoreLayer>, max_bytes: usize) -> Self {
+        Self {
+            below,
+            entries: Overlay::new(),
+            by_use: BTreeMap::new(),
+            clock: 0,
+            bytes: 0,
+            max_bytes,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The bytes the cache counts as held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// How many keys are cached.
+    pub fn cached(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn write(&mut self, key: &[u8], value: Option<Box<[u8]>>) {
+        self.clock += 1;
+        let used = self.clock;
+        match self.entries.get_mut(key) {
+            Some(entry) => {
+                self.bytes -= entry.size(key);
+                let key = self
+                    .by_use
+                    .remove(&entry.used)
+                    .expect("a cached key has a place in the order of use");
+                *entry = CacheEntry {
+                    value,
+                    dirty: true,
+                    used,
+                };
+                self.bytes += entry.size(&key);
+                self.by_use.insert(used, key);
+            }
+            None => {
+                let entry = CacheEntry {
+                    value,
+                    dirty: true,
+                    used,
+                };
+                self.bytes += entry.size(key);
+                self.entries.insert(key.into(), entry);
+                self.by_use.insert(used, key.into());
+            }
+        }
+        self.evict();
+    }
+
+    /// Sends the oldest entries down until the cache fits.
+    fn evict(&mut self) {
+        while self.bytes > self.max_bytes {
+            let Some((_, key)) = self.by_use.pop_first() else {
+                break;
+            };
+            let entry = self.entries.remove(&key).expect("a key in use is cached");
+            self.bytes -= entry.size(&key);
+            if entry.dirty {
+                self.below.put(&key, entry.value.as_deref());
+            }
+        }
+    }
+
+    /// Forgets `key`, returning its entry.
+    fn forget(&mut self, key: &[u8]) -> Option<CacheEntry> {
+        let entry = self.entries.remove(key)?;
+        self.bytes -= entry.size(key);
+        self.by_use.remove(&entry.used);
+        Some(entry)
+    }
+}
+
+impl StoreLayer for RecordCache {
+    fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> bool {
+        match self.entries.get(key) {
+            Some(entry) => match &entry.value {
+                Some(v) => {
+                    out.extend_from_slice(v);
+                    true
+                }
+                None => false,
+            },
+            None => self.below.get_into(key, out),
+        }
+    }
+
+    fn scan(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, visit: &mut Visit<'_>) {
+        merged_scan(
+            &self.entries,
+            value_of,
+            from,
+            to,
+            |from, to, visit| self.below.scan(from, to, visit),
+            visit,
+        )
+    }
+
+    fn len(&self) -> usize {
+        merged_len(&self.entries, value_of, |from, to, visit| {
+            self.below.scan(from, to, visit)
+        })
+    }
+
+    fn put(&mut self, key: &[u8], value: Option<&[u8]>) {
+        self.write(key, value.map(Box::from));
+    }
+
+    fn update(&mut self, key: &[u8], update: &mut UpdateBytes<'_>) {
+        let mut new = Vec::new();
+        let (had, present) = match self.entries.get(key) {
+            Some(entry) => (
+                entry.value.is_some(),
+                update(entry.value.as_deref(), &mut new),
+            ),
+            None => {
+                self.scratch.clear();
+                let had = self.below.get_into(key, &mut self.scratch);
+                (had, update(had.then_some(&self.scratch[..]), &mut new))
+            }
+        };
+        if present || had {
+            self.write(key, present.then(|| new.into_boxed_slice()));
+        }
+    }
+
+    fn put_unlogged(&mut self, key: &[u8], value: Option<&[u8]>) {
+        // A write the cache still holds goes down first, so the changelog keeps it.
+        if let Some(entry) = self.forget(key).filter(|e| e.dirty) {
+            self.below.put(key, entry.value.as_deref());
+        }
+        self.below.put_unlogged(key, value);
+    }
+
+    fn restore(&mut self, key: &[u8], value: Option<&[u8]>) {
+        self.forget(key);
+        self.below.restore(key, value);
+    }
+
+    fn changelog(&self) -> ChangelogBatch<'_> {
+        self.below.changelog()
+    }
+
+    fn clear_changelog(&mut self) {
+        self.below.clear_changelog()
+    }
+
+    fn flush(&mut self) {
+        let Self {
+            below,
+            entries,
+            by_use,
+            ..
+        } = self;
+        for key in by_use.values() {
+            let entry = entries.get_mut(key).expect("a key in use is cached");
+            if entry.dirty {
+                below.put(key, entry.value.as_deref());
+                entry.dirty = false;
+            }
+        }
+        below.flush();
+    }
+
+    fn commit(&mut self, changelog_offset: Option<i64>) {
+        self.below.commit(changelog_offset)
+    }
+
+    fn abort(&mut self) {
+        self.entries.clear();
+        self.by_use.clear();
+        self.bytes = 0;
+        self.below.abort()
+    }
+
+    fn changelog_offset(&self) -> Option<i64> {
+        self.below.changelog_offset()
+    }
+}

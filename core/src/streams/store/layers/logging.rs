@@ -1,0 +1,119 @@
+//! [`ChangeLogging`]: the layer that records every write of a store for its changelog topic,
+//! with the key in the layout Kafka's changelog of that kind of store carries.
+
+use std::ops::Bound;
+
+use super::StoreLayer;
+use crate::streams::store::changelog::{ChangelogBatch, ChangelogBuffer};
+use crate::streams::store::inner::Visit;
+use crate::streams::store::{session, window, UpdateBytes};
+
+/// How a store's inner keys become changelog keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangelogKey {
+    /// A key-value store: the same key.
+    KeyValue,
+    /// A window store: Kafka's window key (`key | start | seq`) from the store's entries;
+    /// its index is not logged.
+    Window,
+    /// A session store: Kafka's session key (`key | end | start`) from the store's
+    /// entries; its index is not logged.
+    Session,
+}
+
+impl ChangelogKey {
+    /// Records in `log` the write of `value` to the inner key `key`, under its changelog
+    /// key (what is not a record of the store, such as a window store's time, is not
+    /// logged).
+    #[inline]
+    fn record(self, log: &mut ChangelogBuffer, key: &[u8], value: Option<&[u8]>) {
+        match self {
+            Self::KeyValue => log.push(&[key], value),
+            Self::Window => window::log_write(key, value, log),
+            Self::Session => session::log_write(key, value, log),
+        }
+    }
+}
+
+/// Records each write passing through for the changelog topic.
+pub struct ChangeLogging {
+    below: Box<dyn StoreLayer>,
+    keys: ChangelogKey,
+    log: ChangelogBuffer,
+}
+
+impl ChangeLogging {
+    /// Logs the writes to `below`, their keys in the layout `keys` gives.
+    pub fn new(below: Box<dyn StoreLayer>, keys: ChangelogKey) -> Self {
+        Self {
+            below,
+            keys,
+            log: ChangelogBuffer::default(),
+        }
+    }
+}
+
+impl StoreLayer for ChangeLogging {
+    #[inline]
+    fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> bool {
+        self.below.get_into(key, out)
+    }
+
+    fn scan(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, visit: &mut Visit<'_>) {
+        self.below.scan(from, to, visit)
+    }
+
+    fn len(&self) -> usize {
+        self.below.len()
+    }
+
+    fn put(&mut self, key: &[u8], value: Option<&[u8]>) {
+        self.keys.record(&mut self.log, key, value);
+        self.below.put(key, value);
+    }
+
+    fn update(&mut self, key: &[u8], update: &mut UpdateBytes<'_>) {
+        let Self { below, keys, log } = self;
+        below.update(key, &mut |old, out| {
+            let had = old.is_some();
+            let present = update(old, out);
+            if present || had {
+                keys.record(log, key, present.then_some(&out[..]));
+            }
+            present
+        });
+    }
+
+    fn put_unlogged(&mut self, key: &[u8], value: Option<&[u8]>) {
+        self.below.put_unlogged(key, value)
+    }
+
+    fn restore(&mut self, key: &[u8], value: Option<&[u8]>) {
+        self.below.restore(key, value)
+    }
+
+    fn changelog(&self) -> ChangelogBatch<'_> {
+        self.log.batch()
+    }
+
+    fn clear_changelog(&mut self) {
+        self.log.clear();
+    }
+
+    fn flush(&mut self) {
+        self.below.flush()
+    }
+
+    fn commit(&mut self, changelog_offset: Option<i64>) {
+        self.below.commit(changelog_offset)
+    }
+
+    fn abort(&mut self) {
+        self.log.clear();
+        self.below.abort()
+    }
+
+    fn changelog_offset(&self) -> Option<i64> {
+        self.below.changelog_offset()
+    }
+}

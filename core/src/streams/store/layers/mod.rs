@@ -1,0 +1,197 @@
+//! The layers every store is made of, as Kafka Streams wraps its stores: over an inner
+//! [`BytesStore`], an optional exactly-once [`WriteBuffer`] (writes held until their commit is
+//! acknowledged), an optional [`ChangeLogging`] layer (every write recorded for the changelog
+//! topic) and an optional [`RecordCache`] (`statestore.cache.max.bytes`: writes coalesced per
+//! key until flushed or evicted). Each is a [`StoreLayer`]; key-value, window and session
+//! stores are built over the top one, so every inner store gets them all.
+
+mod cache;
+mod logging;
+mod overlay;
+mod write_buffer;
+
+use std::ops::Bound;
+
+pub use cache::RecordCache;
+pub use logging::{ChangeLogging, ChangelogKey};
+pub use write_buffer::WriteBuffer;
+
+use super::changelog::ChangelogBatch;
+use super::inner::{BytesStore, Visit};
+use super::{ChangelogRecord, UpdateBytes};
+
+/// One layer of a store: what the layer above (or the store's logic) calls. Writes come in
+/// three kinds: a write of the store ([`put`](Self::put), [`update`](Self::update)), which
+/// the changelog carries; a write it does not carry ([`put_unlogged`](Self::put_unlogged):
+/// indexes, expiry); and a write read back from the changelog
+/// ([`restore`](Self::restore)), which goes straight to the inner store.
+pub trait StoreLayer: Send {
+    /// Appends the value of `key` to `out`; `false` when there is none.
+    fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> bool;
+
+    /// Calls `visit` for the entries within the bounds, in key order, until it returns
+    /// `false`.
+    fn scan(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, visit: &mut Visit<'_>);
+
+    /// The number of entries.
+    fn len(&self) -> usize;
+
+    /// Whether the store holds nothing.
+    fn is_empty(&self) -> bool {
+        let mut empty = true;
+        self.scan(
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+            &mut |_, _| {
+                empty = false;
+                false
+            },
+        );
+        empty
+    }
+
+    /// Writes `value` for `key` (`None` deletes it).
+    fn put(&mut self, key: &[u8], value: Option<&[u8]>);
+
+    /// Writes what `update` makes of the value of `key` (see [`BytesStore::update`]).
+    fn update(&mut self, key: &[u8], update: &mut UpdateBytes<'_>);
+
+    /// A write the changelog does not carry.
+    fn put_unlogged(&mut self, key: &[u8], value: Option<&[u8]>);
+
+    /// A write read back from the changelog, applied to the inner store at once.
+    fn restore(&mut self, key: &[u8], value: Option<&[u8]>);
+
+    /// The writes recorded for the changelog since it was last cleared, in order.
+    fn changelog(&self) -> ChangelogBatch<'_>;
+
+    /// Forgets the writes [`changelog`](Self::changelog) shows, once they are sent.
+    fn clear_changelog(&mut self);
+
+    /// The writes recorded for the changelog, as records, and clears them.
+    fn take_changelog(&mut self) -> Vec<ChangelogRecord> {
+        let records = self.changelog().to_records();
+        self.clear_changelog();
+        records
+    }
+
+    /// Writes what a cache holds down to the layers below it (and so to the changelog).
+    fn flush(&mut self);
+
+    /// The writes so far are committed, the changelog reaching `changelog_offset`
+    /// (exclusive) when the store is logged: a write buffer applies them to the inner store
+    /// in one batch with that offset.
+    fn commit(&mut self, changelog_offset: Option<i64>);
+
+    /// The writes since the last commit are abandoned: a write buffer and a cache forget
+    /// them, the inner store keeps what it had.
+    fn abort(&mut self);
+
+    /// The changelog offset the inner store's contents reach.
+    fn changelog_offset(&self) -> Option<i64>;
+}
+
+/// Which layers a store gets over its inner store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LayerConfig {
+    /// Record its writes for the changelog topic.
+    pub logging: bool,
+    /// Hold up to this many bytes of writes in a record cache (0: no cache).
+    pub cache_max_bytes: usize,
+    /// Hold writes until their commit is acknowledged (exactly-once).
+    pub write_buffer: bool,
+}
+
+impl LayerConfig {
+    /// A logged store without cache or write buffer: what the `TestDriver` gives its stores.
+    pub const LOGGED: LayerConfig = LayerConfig {
+        logging: true,
+        cache_max_bytes: 0,
+        write_buffer: false,
+    };
+
+    /// The layers of `config` over `inner`, bottom to top: write buffer, change-logging
+    /// (changelog keys in the layout `keys`), record cache.
+    pub fn build(self, inner: Box<dyn BytesStore>, keys: ChangelogKey) -> Box<dyn StoreLayer> {
+        let mut store: Box<dyn StoreLayer> = if self.write_buffer {
+            Box::new(WriteBuffer::new(inner))
+        } else {
+            Box::new(Unbuffered(inner))
+        };
+        if self.logging {
+            store = Box::new(ChangeLogging::new(store, keys));
+        }
+        if self.cache_max_bytes > 0 {
+            store = Box::new(RecordCache::new(store, self.cache_max_bytes));
+        }
+        store
+    }
+}
+
+/// The inner store as the bottom layer, writing through.
+pub struct Unbuffered(pub Box<dyn BytesStore>);
+
+impl Unbuffered {
+    fn write(&mut self, key: &[u8], value: Option<&[u8]>) {
+        match value {
+            Some(v) => self.0.put(key, v),
+            None => self.0.delete(key),
+        }
+    }
+}
+
+impl StoreLayer for Unbuffered {
+    #[inline]
+    fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> bool {
+        self.0.get_into(key, out)
+    }
+
+    fn scan(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, visit: &mut Visit<'_>) {
+        self.0.scan(from, to, visit)
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn put(&mut self, key: &[u8], value: Option<&[u8]>) {
+        self.write(key, value)
+    }
+
+    #[inline]
+    fn update(&mut self, key: &[u8], update: &mut UpdateBytes<'_>) {
+        self.0.update(key, update)
+    }
+
+    fn put_unlogged(&mut self, key: &[u8], value: Option<&[u8]>) {
+        self.write(key, value)
+    }
+
+    fn restore(&mut self, key: &[u8], value: Option<&[u8]>) {
+        self.write(key, value)
+    }
+
+    fn changelog(&self) -> ChangelogBatch<'_> {
+        ChangelogBatch::EMPTY
+    }
+
+    fn clear_changelog(&mut self) {}
+
+    fn flush(&mut self) {}
+
+    fn commit(&mut self, changelog_offset: Option<i64>) {
+        if changelog_offset.is_some() {
+            self.0
+                .write_batch(&mut std::iter::empty(), changelog_offset);
+        }
+    }
+
+    fn abort(&mut self) {}
+
+    fn changelog_offset(&self) -> Option<i64> {
+        self.0.changelog_offset()
+    }
+}
+
+#[cfg(test)]
+mod tests;

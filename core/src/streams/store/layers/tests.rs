@@ -1,0 +1,293 @@
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::streams::store::inner::{scan_prefix, InMemoryBytesStore, SharedBytesStore as Shared};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn scanned(
+    store: &dyn StoreLayer,
+    from: Bound<&[u8]>,
+    to: Bound<&[u8]>,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut all = Vec::new();
+    store.scan(from, to, &mut |k, v| {
+        all.push((k.to_vec(), v.to_vec()));
+        true
+    });
+    all
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Put(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+    /// Appends to the value (an empty suffix deletes the key).
+    Update(Vec<u8>, Vec<u8>),
+    Get(Vec<u8>),
+    Range(Vec<u8>, Vec<u8>),
+    Prefix(Vec<u8>),
+    /// Scans from a key and stops after the first entries.
+    ScanFirst(Vec<u8>, usize),
+    Flush,
+    Commit,
+}
+
+fn key() -> impl Strategy<Value = Vec<u8>> {
+    // Few distinct short keys, some prefixes of others, so that operations meet.
+    proptest::collection::vec(0u8..4, 0..3)
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let value = || proptest::collection::vec(any::<u8>(), 0..6);
+    prop_oneof![
+        4 => (key(), value()).prop_map(|(k, v)| Op::Put(k, v)),
+        2 => key().prop_map(Op::Delete),
+        3 => (key(), proptest::collection::vec(any::<u8>(), 0..3)).prop_map(|(k, v)| Op::Update(k, v)),
+        2 => key().prop_map(Op::Get),
+        1 => (key(), key()).prop_map(|(a, b)| Op::Range(a, b)),
+        1 => key().prop_map(Op::Prefix),
+        1 => (key(), 1usize..3).prop_map(|(k, n)| Op::ScanFirst(k, n)),
+        1 => Just(Op::Flush),
+        1 => Just(Op::Commit),
+    ]
+}
+
+/// The configurations every property runs over: each layer alone and together, the cache
+/// small enough to evict often.
+fn configs() -> Vec<LayerConfig> {
+    let mut all = Vec::new();
+    for logging in [false, true] {
+        for cache_max_bytes in [0, 200] {
+            for write_buffer in [false, true] {
+                all.push(LayerConfig {
+                    logging,
+                    cache_max_bytes,
+                    write_buffer,
+                });
+            }
+        }
+    }
+    all
+}
+
+/// What a run leaves: the layers, the inner store, the changelog taken at commits, the
+/// model and the model as of the last commit.
+struct Run {
+    store: Box<dyn StoreLayer>,
+    inner: Shared,
+    changelog: Vec<ChangelogRecord>,
+    model: Model,
+    committed: Model,
+}
+
+/// Runs `ops` on the layers of `config` and on a `BTreeMap`, checking every read.
+fn run(config: LayerConfig, ops: &[Op]) -> Result<Run, TestCaseError> {
+    let inner = Shared::default();
+    let mut store = config.build(Box::new(inner.clone()), ChangelogKey::KeyValue);
+    let mut model = Model::new();
+    let mut committed = Model::new();
+    let mut changelog = Vec::new();
+    let mut offset = 0;
+    for op in ops {
+        match op {
+            Op::Put(k, v) => {
+                store.put(k, Some(v));
+                model.insert(k.clone(), v.clone());
+            }
+            Op::Delete(k) => {
+                store.put(k, None);
+                model.remove(k);
+            }
+            Op::Update(k, suffix) => {
+                store.update(k, &mut |old, out| {
+                    if suffix.is_empty() {
+                        return false;
+                    }
+                    out.extend_from_slice(old.unwrap_or_default());
+                    out.extend_from_slice(suffix);
+                    true
+                });
+                if suffix.is_empty() {
+                    model.remove(k);
+                } else {
+                    model
+                        .entry(k.clone())
+                        .or_default()
+                        .extend_from_slice(suffix);
+                }
+            }
+            Op::Get(k) => {
+                let mut out = vec![9];
+                let found = store.get_into(k, &mut out);
+                prop_assert_eq!(found.then(|| out[1..].to_vec()), model.get(k).cloned());
+            }
+            Op::Range(a, b) => {
+                let expected: Vec<_> = model
+                    .iter()
+                    .filter(|(k, _)| *k >= a && *k <= b)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                prop_assert_eq!(
+                    scanned(&*store, Bound::Included(a), Bound::Included(b)),
+                    expected
+                );
+            }
+            Op::Prefix(p) => {
+                let expected: Vec<_> = model
+                    .iter()
+                    .filter(|(k, _)| k.starts_with(p))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                let mut found = Vec::new();
+                scan_prefix(
+                    p,
+                    |from, to, visit| store.scan(from, to, visit),
+                    &mut |k, v| {
+                        found.push((k.to_vec(), v.to_vec()));
+                        true
+                    },
+                );
+                prop_assert_eq!(found, expected);
+            }
+            Op::ScanFirst(from, n) => {
+                let expected: Vec<_> = model
+                    .range::<Vec<u8>, _>((Bound::Excluded(from), Bound::Unbounded))
+                    .take(*n)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                let mut found = Vec::new();
+                store.scan(Bound::Excluded(from), Bound::Unbounded, &mut |k, v| {
+                    found.push((k.to_vec(), v.to_vec()));
+                    found.len() < *n
+                });
+                prop_assert_eq!(found, expected);
+            }
+            Op::Flush => store.flush(),
+            Op::Commit => {
+                store.flush();
+                changelog.extend(store.take_changelog());
+                offset += 1;
+                store.commit(Some(offset));
+                committed = model.clone();
+                prop_assert_eq!(inner.contents(), committed.clone());
+                prop_assert_eq!(store.changelog_offset(), Some(offset));
+            }
+        }
+        prop_assert_eq!(store.len(), model.len());
+        if config.write_buffer {
+            // The inner store holds the committed state and nothing newer.
+            prop_assert_eq!(inner.contents(), committed.clone());
+        }
+    }
+    prop_assert_eq!(
+        scanned(&*store, Bound::Unbounded, Bound::Unbounded),
+        model.clone().into_iter().collect::<Vec<_>>()
+    );
+    Ok(Run {
+        store,
+        inner,
+        changelog,
+        model,
+        committed,
+    })
+}
+
+proptest! {
+    /// Every combination of layers answers reads, scans and lengths as a `BTreeMap` does.
+    #[test]
+    fn layered_stores_behave_as_a_btreemap(ops in proptest::collection::vec(op(), 0..60)) {
+        for config in configs() {
+            run(config, &ops)?;
+        }
+    }
+
+    /// Replaying a logged store's changelog into an empty store rebuilds its contents, the
+    /// cache and the write buffer notwithstanding.
+    #[test]
+    fn replaying_the_changelog_rebuilds_the_store(ops in proptest::collection::vec(op(), 0..60)) {
+        for config in configs().into_iter().filter(|c| c.logging) {
+            let Run { mut store, mut changelog, model, .. } = run(config, &ops)?;
+            store.flush();
+            changelog.extend(store.take_changelog());
+            prop_assert!(store.take_changelog().is_empty());
+            let mut rebuilt = LayerConfig::default()
+                .build(Box::new(InMemoryBytesStore::new()), ChangelogKey::KeyValue);
+            for record in changelog {
+                rebuilt.restore(&record.key, record.value.as_deref());
+            }
+            prop_assert_eq!(
+                scanned(&*rebuilt, Bound::Unbounded, Bound::Unbounded),
+                model.into_iter().collect::<Vec<_>>()
+            );
+        }
+    }
+
+    /// A write buffer dropped before its commit (the transaction aborted) leaves the inner
+    /// store as the last commit left it, and the store reads as that state again.
+    #[test]
+    fn an_aborted_write_buffer_leaves_the_inner_store_unchanged(
+        ops in proptest::collection::vec(op(), 0..60),
+    ) {
+        for config in configs().into_iter().filter(|c| c.write_buffer) {
+            let Run { mut store, inner, committed, .. } = run(config, &ops)?;
+            store.abort();
+            prop_assert_eq!(inner.contents(), committed.clone());
+            prop_assert_eq!(
+                scanned(&*store, Bound::Unbounded, Bound::Unbounded),
+                committed.into_iter().collect::<Vec<_>>()
+            );
+            prop_assert!(store.changelog().is_empty());
+        }
+    }
+}
+
+#[test]
+fn the_cache_sends_a_key_down_once_however_often_it_changes() {
+    let inner = Shared::default();
+    let config = LayerConfig {
+        logging: true,
+        cache_max_bytes: 10_000,
+        write_buffer: false,
+    };
+    let mut store = config.build(Box::new(inner.clone()), ChangelogKey::KeyValue);
+    for i in 0..1_000u32 {
+        store.put(b"hot", Some(&i.to_be_bytes()));
+        store.put(&i.to_be_bytes(), Some(b"cold"));
+        store.put(&i.to_be_bytes(), None);
+    }
+    // Nothing went down yet for the hot key, which was written last and last in use.
+    let mut value = Vec::new();
+    assert!(store.get_into(b"hot", &mut value));
+    assert_eq!(value, 999u32.to_be_bytes());
+    assert!(!inner.contents().contains_key(&b"hot"[..]));
+    store.flush();
+    let changelog = store.take_changelog();
+    let hot: Vec<_> = changelog.iter().filter(|r| &r.key[..] == b"hot").collect();
+    assert_eq!(hot.len(), 1);
+    assert_eq!(hot[0].value.as_deref(), Some(&999u32.to_be_bytes()[..]));
+    // The cache stayed within its bytes: the cold keys were evicted along the way, each
+    // sent down as the tombstone it ended as, and fewer times than it was written.
+    assert!(changelog.len() < 2_000, "{} records", changelog.len());
+    assert_eq!(inner.contents().len(), 1);
+}
+
+#[test]
+fn an_unlogged_write_sends_a_pending_cached_write_down_first() {
+    let config = LayerConfig {
+        logging: true,
+        cache_max_bytes: 10_000,
+        write_buffer: false,
+    };
+    let inner = Shared::default();
+    let mut store = config.build(Box::new(inner.clone()), ChangelogKey::KeyValue);
+    store.put(b"k", Some(b"v"));
+    store.put_unlogged(b"k", None);
+    let changelog = store.take_changelog();
+    assert_eq!(changelog.len(), 1);
+    assert_eq!(changelog[0].value.as_deref(), Some(&b"v"[..]));
+    assert!(inner.contents().is_empty());
+}
