@@ -8,7 +8,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Bound;
 
-use super::small_bytes::{SeededHashing, SmallBytes};
+use super::small_bytes::{SeededHashing, SmallKey, SmallValue};
 use super::UpdateBytes;
 
 /// What a scan calls for each entry in key order: key and value; `false` stops the scan.
@@ -120,8 +120,8 @@ pub(crate) fn scan_prefix(
 /// store already holds allocates nothing.
 #[derive(Debug, Clone, Default)]
 pub struct InMemoryBytesStore {
-    values: HashMap<SmallBytes, SmallBytes, SeededHashing>,
-    keys: BTreeSet<SmallBytes>,
+    values: HashMap<SmallKey, SmallValue, SeededHashing>,
+    keys: BTreeSet<SmallKey>,
     changelog_offset: Option<i64>,
     /// Where updates write new values: kept, so that an update allocates nothing.
     buffer: Vec<u8>,
@@ -135,24 +135,24 @@ impl InMemoryBytesStore {
 
     /// The value of `key`, to change in place.
     #[inline]
-    fn slot_mut(&mut self, key: &[u8]) -> Option<&mut SmallBytes> {
-        match SmallBytes::inline(key) {
+    fn slot_mut(&mut self, key: &[u8]) -> Option<&mut SmallValue> {
+        match SmallKey::inline(key) {
             Some(key) => self.values.get_mut(&key),
             None => self.values.get_mut(key),
         }
     }
 
     fn insert(&mut self, key: &[u8], value: &[u8]) {
-        let key = SmallBytes::copy(key);
+        let key = SmallKey::copy(key);
         self.keys.insert(key.clone());
-        self.values.insert(key, SmallBytes::copy(value));
+        self.values.insert(key, SmallValue::copy(value));
     }
 }
 
 impl BytesStore for InMemoryBytesStore {
     #[inline]
     fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> bool {
-        let slot = match SmallBytes::inline(key) {
+        let slot = match SmallKey::inline(key) {
             Some(key) => self.values.get(&key),
             None => self.values.get(key),
         };
@@ -167,7 +167,7 @@ impl BytesStore for InMemoryBytesStore {
 
     fn put(&mut self, key: &[u8], value: &[u8]) {
         match self.slot_mut(key) {
-            Some(old) => *old = SmallBytes::copy(value),
+            Some(old) => *old = SmallValue::copy(value),
             None => self.insert(key, value),
         }
     }
@@ -202,7 +202,7 @@ impl BytesStore for InMemoryBytesStore {
         match self.slot_mut(key) {
             Some(old) => {
                 if update(Some(old.as_slice()), &mut buffer) {
-                    *old = SmallBytes::copy(&buffer);
+                    *old = SmallValue::copy(&buffer);
                 } else {
                     self.delete(key);
                 }

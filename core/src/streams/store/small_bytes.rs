@@ -1,32 +1,43 @@
 //! The keys and values of in-memory stores: short ones (most are) are held inline, so that
 //! writing one allocates nothing and comparing keys follows no pointer; longer ones are boxed.
-//! Each takes 32 bytes (inline up to 30: a window's entry key of an 8-byte key fits), so that a hash table of small keys and values stays small enough for
-//! the processor's caches. Ordered and hashed as their bytes.
+//! Keys take 32 bytes (inline up to 30: a window's entry key of an 8-byte key fits), values
+//! 24 (inline up to 22: a count with its timestamp fits), so that a hash table of small keys
+//! and values stays small enough for the processor's caches. Ordered and hashed as their
+//! bytes.
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
 
 use bytes::Bytes;
 
-/// How many bytes a key may have and still be held inline.
-const INLINE: usize = 30;
+/// The keys of an in-memory store.
+pub(crate) type SmallKey = SmallBytes<30>;
+/// The values of an in-memory store.
+pub(crate) type SmallValue = SmallBytes<22>;
 
-/// Bytes of an in-memory store.
+/// Bytes of an in-memory store, held inline up to `N` (at most 255) of them.
 #[derive(Clone)]
-pub(crate) enum SmallBytes {
-    Inline { len: u8, bytes: [u8; INLINE] },
+pub(crate) enum SmallBytes<const N: usize> {
+    Inline { len: u8, bytes: [u8; N] },
     Boxed(Box<[u8]>),
 }
 
-impl SmallBytes {
+impl<const N: usize> SmallBytes<N> {
+    /// How many bytes are held inline.
+    const INLINE: usize = {
+        assert!(N <= u8::MAX as usize);
+        N
+    };
+
     /// `bytes`, copied: inline when short.
     #[inline]
     pub(crate) fn copy(bytes: &[u8]) -> Self {
-        if bytes.len() <= INLINE {
-            let mut inline = [0u8; INLINE];
+        if bytes.len() <= Self::INLINE {
+            let mut inline = [0u8; N];
             inline[..bytes.len()].copy_from_slice(bytes);
             Self::Inline {
-                len: bytes.len() as u8,
+                // At most N, which fits in a byte.
+                len: u8::try_from(bytes.len()).unwrap_or(u8::MAX),
                 bytes: inline,
             }
         } else {
@@ -46,30 +57,30 @@ impl SmallBytes {
     /// inline values compare without a call to `memcmp`.
     #[inline]
     pub(crate) fn inline(bytes: &[u8]) -> Option<Self> {
-        (bytes.len() <= INLINE).then(|| Self::copy(bytes))
+        (bytes.len() <= Self::INLINE).then(|| Self::copy(bytes))
     }
 }
 
-impl std::fmt::Debug for SmallBytes {
+impl<const N: usize> std::fmt::Debug for SmallBytes<N> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{:?}", Bytes::copy_from_slice(self.as_slice()))
     }
 }
 
-impl Borrow<[u8]> for SmallBytes {
+impl<const N: usize> Borrow<[u8]> for SmallBytes<N> {
     fn borrow(&self) -> &[u8] {
         self.as_slice()
     }
 }
 
-impl std::hash::Hash for SmallBytes {
+impl<const N: usize> std::hash::Hash for SmallBytes<N> {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         // As `[u8]` hashes, so that lookups by slice find what was inserted.
         self.as_slice().hash(state);
     }
 }
 
-impl PartialEq for SmallBytes {
+impl<const N: usize> PartialEq for SmallBytes<N> {
     #[inline]
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
@@ -82,15 +93,15 @@ impl PartialEq for SmallBytes {
     }
 }
 
-impl Eq for SmallBytes {}
+impl<const N: usize> Eq for SmallBytes<N> {}
 
-impl PartialOrd for SmallBytes {
+impl<const N: usize> PartialOrd for SmallBytes<N> {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
 
-impl Ord for SmallBytes {
+impl<const N: usize> Ord for SmallBytes<N> {
     #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
         match (self, other) {
@@ -99,22 +110,31 @@ impl Ord for SmallBytes {
             // has a byte above the other's padding; where they do not, the shorter is a
             // prefix of the longer.
             (Self::Inline { len: a, bytes: x }, Self::Inline { len: b, bytes: y }) => {
-                words(x).cmp(&words(y)).then(a.cmp(b))
+                cmp_words(x, y).then(a.cmp(b))
             }
             _ => self.as_slice().cmp(other.as_slice()),
         }
     }
 }
 
-/// An inline array as four big-endian words, which compare as the bytes do.
+/// Two inline arrays compared as big-endian words, which compare as the bytes do.
 #[inline]
-fn words(bytes: &[u8; INLINE]) -> (u64, u64, u64, u64) {
-    let word = |range: std::ops::Range<usize>| {
+fn cmp_words<const N: usize>(x: &[u8; N], y: &[u8; N]) -> Ordering {
+    let word = |bytes: &[u8; N], from: usize| {
+        let to = (from + 8).min(N);
         let mut w = [0u8; 8];
-        w[..range.len()].copy_from_slice(&bytes[range]);
+        w[..to - from].copy_from_slice(&bytes[from..to]);
         u64::from_be_bytes(w)
     };
-    (word(0..8), word(8..16), word(16..24), word(24..INLINE))
+    let mut from = 0;
+    while from < N {
+        let order = word(x, from).cmp(&word(y, from));
+        if order.is_ne() {
+            return order;
+        }
+        from += 8;
+    }
+    Ordering::Equal
 }
 
 /// A fast hasher for store keys, seeded at random per store (as `foldhash` and hashbrown's
@@ -193,19 +213,23 @@ impl std::hash::Hasher for SeededHasher {
 mod tests {
     use super::*;
 
+    const INLINE: usize = 30;
+
     #[test]
-    fn small_bytes_take_32_bytes_and_keep_their_bytes_either_way() {
-        assert_eq!(std::mem::size_of::<SmallBytes>(), 32);
+    fn small_bytes_take_32_and_24_bytes_and_keep_their_bytes_either_way() {
+        assert_eq!(std::mem::size_of::<SmallKey>(), 32);
+        assert_eq!(std::mem::size_of::<SmallValue>(), 24);
+        assert_eq!(SmallValue::copy(&[1; 23]).as_slice(), [1; 23]);
         for len in [0, 1, 8, INLINE, INLINE + 1, 100] {
             let bytes: Vec<u8> = (0..len as u8).collect();
-            let small = SmallBytes::copy(&bytes);
+            let small = SmallKey::copy(&bytes);
             assert_eq!(small.as_slice(), &bytes[..]);
             assert_eq!(small.as_slice(), &bytes[..]);
-            assert_eq!(small, SmallBytes::copy(&bytes));
+            assert_eq!(small, SmallKey::copy(&bytes));
         }
-        assert!(SmallBytes::copy(b"aa") < SmallBytes::copy(&[b'a'; 40]));
-        assert!(SmallBytes::copy(b"ab") > SmallBytes::copy(&[b'a'; 40]));
-        assert!(SmallBytes::copy(&[b'b'; 40]) > SmallBytes::copy(b"b"));
+        assert!(SmallKey::copy(b"aa") < SmallKey::copy(&[b'a'; 40]));
+        assert!(SmallKey::copy(b"ab") > SmallKey::copy(&[b'a'; 40]));
+        assert!(SmallKey::copy(&[b'b'; 40]) > SmallKey::copy(b"b"));
     }
 
     #[test]
@@ -235,7 +259,7 @@ mod tests {
         }
         for a in &samples {
             for b in &samples {
-                let (x, y) = (SmallBytes::copy(a), SmallBytes::copy(b));
+                let (x, y) = (SmallKey::copy(a), SmallKey::copy(b));
                 assert_eq!(x.cmp(&y), a.cmp(b), "{a:?} vs {b:?}");
                 assert_eq!(x == y, a == b);
             }

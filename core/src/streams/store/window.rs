@@ -221,6 +221,10 @@ impl WindowBytesStore for LayeredWindowStore {
             return;
         }
         self.entry_key(key, start, 0);
+        if start <= self.time.observed {
+            self.time.layers.update(&self.key, update);
+            return;
+        }
         let mut wrote = false;
         self.time.layers.update(&self.key, &mut |old, out| {
             let present = update(old, out);
