@@ -85,6 +85,14 @@ pub enum StreamsError {
         /// The child it named.
         child: String,
     },
+    /// A store could not read or write its data.
+    #[error("store {store} failed: {reason}")]
+    Store {
+        /// The store.
+        store: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// A user processor failed.
     #[error("processor {processor} failed: {reason}")]
     Processor {

@@ -122,6 +122,7 @@ impl DriverState {
         // The driver commits after every record, as Kafka's does, and keeps no changelog
         // topics: stores are read directly.
         task.flush_stores();
+        task.check_stores()?;
         task.clear_changelog();
         task.commit_stores(|_| None);
         let written: Vec<(String, Option<i32>, Record)> = task

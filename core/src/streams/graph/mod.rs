@@ -180,6 +180,11 @@ impl StoreInstance {
     pub fn changelog_offset(&mut self) -> Option<i64> {
         self.with_layers(|l| l.changelog_offset())
     }
+
+    /// What went wrong in the store's inner store, if anything did.
+    pub fn failure(&mut self) -> Option<String> {
+        self.with_layers(|l| l.failure())
+    }
 }
 
 /// A store of the task.

@@ -74,11 +74,18 @@ pub trait BytesStore: Send {
     /// The changelog offset the store's contents reach (the next offset to restore from), as
     /// the last batch recorded it.
     fn changelog_offset(&self) -> Option<i64>;
+
+    /// What went wrong, once a read or a write failed (a store on disk that could not read
+    /// or write its files): the store is then unusable, and its task stops before any output
+    /// of the records it processed since leaves. A store in memory never fails.
+    fn failure(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Whether `(from, to)` may hold a key: what ordered maps need before they are asked for a
 /// range (they refuse a start after the end).
-pub(crate) fn bounds_hold_keys(from: Bound<&[u8]>, to: Bound<&[u8]>) -> bool {
+pub fn bounds_hold_keys(from: Bound<&[u8]>, to: Bound<&[u8]>) -> bool {
     match (from, to) {
         (Bound::Included(a), Bound::Included(b)) => a <= b,
         (Bound::Included(a), Bound::Excluded(b))

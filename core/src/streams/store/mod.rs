@@ -21,7 +21,7 @@ mod timestamped;
 mod typed;
 mod window;
 
-pub use self::inner::{BatchWrite, BytesStore, InMemoryBytesStore, Visit};
+pub use self::inner::{bounds_hold_keys, BatchWrite, BytesStore, InMemoryBytesStore, Visit};
 pub use builder::{InMemoryStores, StoreBuilder, StoreKind, StoreSupplier};
 pub use changelog::ChangelogBatch;
 pub use key_value::{

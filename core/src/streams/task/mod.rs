@@ -421,6 +421,21 @@ impl StreamTask {
         }
     }
 
+    /// An error for the first store whose inner store failed: what the runtime checks before
+    /// it takes the output of the records processed, so that nothing a failed read or write
+    /// may have changed leaves the task.
+    pub fn check_stores(&mut self) -> Result<(), StreamsError> {
+        for slot in &mut self.graph.state.stores {
+            if let Some(reason) = slot.store.failure() {
+                return Err(StreamsError::Store {
+                    store: slot.definition.name().to_string(),
+                    reason,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// The stores' writes since the last commit are abandoned (the transaction aborted): the
     /// write buffers and caches forget them, the inner stores keep the committed state.
     pub fn abort_stores(&mut self) {

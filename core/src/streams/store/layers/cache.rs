@@ -232,4 +232,8 @@ impl StoreLayer for RecordCache {
     fn changelog_offset(&self) -> Option<i64> {
         self.below.changelog_offset()
     }
+
+    fn failure(&self) -> Option<String> {
+        self.below.failure()
+    }
 }

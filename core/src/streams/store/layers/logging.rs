@@ -116,4 +116,8 @@ impl StoreLayer for ChangeLogging {
     fn changelog_offset(&self) -> Option<i64> {
         self.below.changelog_offset()
     }
+
+    fn failure(&self) -> Option<String> {
+        self.below.failure()
+    }
 }

@@ -89,6 +89,9 @@ pub trait StoreLayer: Send {
 
     /// The changelog offset the inner store's contents reach.
     fn changelog_offset(&self) -> Option<i64>;
+
+    /// What went wrong in the inner store, if anything did ([`BytesStore::failure`]).
+    fn failure(&self) -> Option<String>;
 }
 
 /// Which layers a store gets over its inner store.
@@ -190,6 +193,10 @@ impl StoreLayer for Unbuffered {
 
     fn changelog_offset(&self) -> Option<i64> {
         self.0.changelog_offset()
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.0.failure()
     }
 }
 

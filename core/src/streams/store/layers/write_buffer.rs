@@ -141,4 +141,8 @@ impl StoreLayer for WriteBuffer {
     fn changelog_offset(&self) -> Option<i64> {
         self.inner.changelog_offset()
     }
+
+    fn failure(&self) -> Option<String> {
+        self.inner.failure()
+    }
 }

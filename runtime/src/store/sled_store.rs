@@ -1,0 +1,303 @@
+//! [`SledBytesStore`]: an inner store in a sled tree, and [`SledStores`], which supplies them,
+//! a database per task. The store's entries are kept under a one-byte prefix and the
+//! changelog offset its contents reach beside them, so that a batch of writes and the offset
+//! it reaches are applied in one atomic sled batch: after a crash the tree holds a batch
+//! whole or not at all, and the offset says where restoration resumes.
+
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use eddy_core::streams::store::{
+    bounds_hold_keys, BatchWrite, BytesStore, StoreBuilder, StoreSupplier, Visit,
+};
+
+/// The prefix of the store's entries.
+const ENTRY: u8 = 0;
+/// The key of the changelog offset the entries reach (8 bytes, big-endian).
+const CHANGELOG_OFFSET: &[u8] = &[1];
+
+/// An inner store in a sled tree.
+pub struct SledBytesStore {
+    tree: Option<sled::Tree>,
+    changelog_offset: Option<i64>,
+    /// The first failure, after which the store is unusable.
+    failure: OnceLock<String>,
+    /// Where keys are prefixed.
+    key: Vec<u8>,
+}
+
+impl std::fmt::Debug for SledBytesStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SledBytesStore")
+            .field("changelog_offset", &self.changelog_offset)
+            .field("failure", &self.failure.get())
+            .finish_non_exhaustive()
+    }
+}
+
+/// `key` under the entries' prefix, in `out`.
+fn entry_key<'a>(out: &'a mut Vec<u8>, key: &[u8]) -> &'a [u8] {
+    out.clear();
+    out.push(ENTRY);
+    out.extend_from_slice(key);
+    out
+}
+
+/// Calls `f` with `key` under the entries' prefix, built on the stack when it is short.
+fn with_entry_key<R>(key: &[u8], f: impl FnOnce(&[u8]) -> R) -> R {
+    const STACK: usize = 64;
+    if key.len() < STACK {
+        let mut buffer = [ENTRY; STACK];
+        buffer[1..=key.len()].copy_from_slice(key);
+        f(&buffer[..=key.len()])
+    } else {
+        f(&[&[ENTRY][..], key].concat())
+    }
+}
+
+/// A bound on keys as a bound on entries.
+fn entry_bound(bound: Bound<&[u8]>) -> Bound<Vec<u8>> {
+    let prefixed = |key: &[u8]| [&[ENTRY][..], key].concat();
+    match bound {
+        Bound::Included(k) => Bound::Included(prefixed(k)),
+        Bound::Excluded(k) => Bound::Excluded(prefixed(k)),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+impl SledBytesStore {
+    /// The store in `tree`, reading back the changelog offset it reached.
+    pub fn new(tree: sled::Tree) -> Self {
+        let mut store = Self {
+            tree: Some(tree),
+            changelog_offset: None,
+            failure: OnceLock::new(),
+            key: Vec::new(),
+        };
+        let read = store.tree().map(|t| t.get(CHANGELOG_OFFSET));
+        match read {
+            Some(Ok(Some(value))) => match <[u8; 8]>::try_from(&value[..]) {
+                Ok(bytes) => store.changelog_offset = Some(i64::from_be_bytes(bytes)),
+                Err(_) => store.fail(format!(
+                    "the stored changelog offset has {} bytes, not 8",
+                    value.len()
+                )),
+            },
+            Some(Ok(None)) | None => {}
+            Some(Err(e)) => store.fail(e),
+        }
+        store
+    }
+
+    /// A store that could not be opened: every read finds nothing, every write is dropped,
+    /// and [`BytesStore::failure`] says why, so that its task stops.
+    pub fn failed(reason: impl std::fmt::Display) -> Self {
+        let store = Self {
+            tree: None,
+            changelog_offset: None,
+            failure: OnceLock::new(),
+            key: Vec::new(),
+        };
+        store.fail(reason);
+        store
+    }
+
+    fn tree(&self) -> Option<&sled::Tree> {
+        self.tree.as_ref().filter(|_| self.failure.get().is_none())
+    }
+
+    fn fail(&self, reason: impl std::fmt::Display) {
+        let _ = self.failure.set(reason.to_string());
+    }
+
+    /// Writes what is in memory to disk (sled writes in the background otherwise).
+    pub fn flush(&self) {
+        if let Some(Err(e)) = self.tree().map(sled::Tree::flush) {
+            self.fail(e);
+        }
+    }
+}
+
+impl BytesStore for SledBytesStore {
+    fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> bool {
+        let Some(tree) = self.tree() else {
+            return false;
+        };
+        match with_entry_key(key, |entry| tree.get(entry)) {
+            Ok(Some(value)) => {
+                out.extend_from_slice(&value);
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                self.fail(e);
+                false
+            }
+        }
+    }
+
+    fn put(&mut self, key: &[u8], value: &[u8]) {
+        let mut entry = std::mem::take(&mut self.key);
+        if let Some(Err(e)) = self
+            .tree()
+            .map(|t| t.insert(entry_key(&mut entry, key), value))
+        {
+            self.fail(e);
+        }
+        self.key = entry;
+    }
+
+    fn delete(&mut self, key: &[u8]) {
+        let mut entry = std::mem::take(&mut self.key);
+        if let Some(Err(e)) = self.tree().map(|t| t.remove(entry_key(&mut entry, key))) {
+            self.fail(e);
+        }
+        self.key = entry;
+    }
+
+    fn scan(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, visit: &mut Visit<'_>) {
+        let Some(tree) = self.tree() else {
+            return;
+        };
+        if !bounds_hold_keys(from, to) {
+            return;
+        }
+        let from = match entry_bound(from) {
+            Bound::Unbounded => Bound::Included(vec![ENTRY]),
+            bound => bound,
+        };
+        let to = match entry_bound(to) {
+            Bound::Unbounded => Bound::Excluded(vec![ENTRY + 1]),
+            bound => bound,
+        };
+        for entry in tree.range::<Vec<u8>, _>((from, to)) {
+            match entry {
+                Ok((key, value)) => {
+                    if !visit(&key[1..], &value) {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    self.fail(e);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn write_batch(
+        &mut self,
+        writes: &mut dyn Iterator<Item = BatchWrite<'_>>,
+        changelog_offset: Option<i64>,
+    ) {
+        let Some(tree) = self.tree() else {
+            return;
+        };
+        let mut batch = sled::Batch::default();
+        let mut entry = Vec::new();
+        for (key, value) in writes {
+            let key = entry_key(&mut entry, key);
+            match value {
+                Some(v) => batch.insert(key, v),
+                None => batch.remove(key),
+            }
+        }
+        if let Some(offset) = changelog_offset {
+            batch.insert(CHANGELOG_OFFSET, &offset.to_be_bytes());
+        }
+        match tree.apply_batch(batch) {
+            Ok(()) => {
+                if changelog_offset.is_some() {
+                    self.changelog_offset = changelog_offset;
+                }
+            }
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn changelog_offset(&self) -> Option<i64> {
+        self.changelog_offset
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.failure.get().cloned()
+    }
+}
+
+/// Supplies each task's stores from its own sled database under `<dir>/<task>/`, a tree per
+/// store.
+pub struct SledStores {
+    dir: PathBuf,
+    databases: Mutex<HashMap<String, sled::Db>>,
+}
+
+impl std::fmt::Debug for SledStores {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SledStores")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SledStores {
+    /// Stores under `dir` (an application's state directory: `state.dir/<application id>`).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            databases: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Where the task `task` keeps its stores.
+    pub fn task_dir(&self, task: &str) -> PathBuf {
+        self.dir.join(task)
+    }
+
+    fn database(&self, task: &str) -> Result<sled::Db, sled::Error> {
+        let mut databases = self.databases.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(db) = databases.get(task) {
+            return Ok(db.clone());
+        }
+        let db = open(&self.task_dir(task))?;
+        databases.insert(task.to_string(), db.clone());
+        Ok(db)
+    }
+
+    /// Closes the database of `task` once its stores are dropped, writing it to disk.
+    pub fn close(&self, task: &str) -> Result<(), sled::Error> {
+        let db = self
+            .databases
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(task);
+        match db {
+            Some(db) => db.flush().map(|_| ()),
+            None => Ok(()),
+        }
+    }
+}
+
+fn open(dir: &Path) -> Result<sled::Db, sled::Error> {
+    sled::Config::new().path(dir).open()
+}
+
+impl StoreSupplier for SledStores {
+    fn inner(&self, task: &str, definition: &StoreBuilder) -> Box<dyn BytesStore> {
+        let tree = self
+            .database(task)
+            .and_then(|db| db.open_tree(definition.name()));
+        Box::new(match tree {
+            Ok(tree) => SledBytesStore::new(tree),
+            Err(e) => SledBytesStore::failed(format!(
+                "store {} of task {task} could not be opened under {}: {e}",
+                definition.name(),
+                self.task_dir(task).display()
+            )),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;
