@@ -3,11 +3,12 @@
 //!
 //! This crate is what applications depend on. It re-exports the shared vocabulary of
 //! [`eddy_core`] and adds everything that does I/O: so far the [`client`] (connections and
-//! administration), state [`store`]s on disk, the [`embedded`] broker, the operator commands
+//! administration), the streams [`app`]'s settings, state [`store`]s on disk, the [`embedded`] broker, the operator commands
 //! behind the `eddy` tool ([`tools`]) and the load generators of `eddy bench`.
 
 pub use eddy_core::{log, serde, streams, testing, wire};
 
+pub mod app;
 pub mod bench;
 pub mod client;
 pub mod store;

@@ -507,7 +507,7 @@ impl ConsumerConfig {
     }
 }
 
-fn split_list(list: &str) -> Vec<String> {
+pub(crate) fn split_list(list: &str) -> Vec<String> {
     list.split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
@@ -515,19 +515,19 @@ fn split_list(list: &str) -> Vec<String> {
         .collect()
 }
 
-fn bad(key: &str, value: &str) -> ClientError {
+pub(crate) fn bad(key: &str, value: &str) -> ClientError {
     ClientError::Config(format!("{key}={value} is not a valid value"))
 }
 
-fn number<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ClientError> {
+pub(crate) fn number<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ClientError> {
     value.trim().parse().map_err(|_| bad(key, value))
 }
 
-fn millis(key: &str, value: &str) -> Result<Duration, ClientError> {
+pub(crate) fn millis(key: &str, value: &str) -> Result<Duration, ClientError> {
     number::<u64>(key, value).map(Duration::from_millis)
 }
 
-fn boolean(key: &str, value: &str) -> Result<bool, ClientError> {
+pub(crate) fn boolean(key: &str, value: &str) -> Result<bool, ClientError> {
     match value.trim() {
         "true" => Ok(true),
         "false" => Ok(false),

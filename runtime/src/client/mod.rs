@@ -9,7 +9,7 @@
 
 mod admin;
 mod cluster;
-mod config;
+pub(crate) mod config;
 mod connection;
 mod consumer;
 mod offsets;

@@ -1,0 +1,336 @@
+//! [`StreamsConfig`]: the settings of a streams application, with Kafka Streams' names and
+//! defaults, typed, and readable from Kafka-style properties (`application.id`,
+//! `processing.guarantee`, …) for users who keep them in files. Client settings pass through
+//! with Kafka Streams' prefixes (`producer.`, `consumer.`, `admin.`; unprefixed client keys
+//! reach every client).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::client::config::{bad, millis, number, split_list};
+use crate::client::ClientError;
+
+/// A setting that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+impl From<ClientError> for ConfigError {
+    fn from(e: ClientError) -> Self {
+        match e {
+            ClientError::Config(message) => Self(message),
+            other => Self(other.to_string()),
+        }
+    }
+}
+
+/// Where the application's broker is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bootstrap {
+    /// A broker started in the process, on a loopback port: nothing to install.
+    Embedded,
+    /// `bootstrap.servers`: an Apache Kafka, Redpanda or eddy cluster (`host:port` each).
+    Servers(Vec<String>),
+}
+
+/// `processing.guarantee`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessingGuarantee {
+    /// `at_least_once`: input offsets are committed after the outputs are acknowledged; a
+    /// crash may process a record again.
+    AtLeastOnce,
+    /// `exactly_once_v2`: outputs, changelog records and input offsets commit in one
+    /// transaction per stream thread.
+    ExactlyOnceV2,
+}
+
+/// What happens to a record that fails: to deserialize (`deserialization.exception.handler`),
+/// to be processed (`processing.exception.handler`) or to be produced
+/// (`production.exception.handler`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorHandling {
+    /// The task stops with the error (Kafka's `LogAndFail…` handlers; the default).
+    Fail,
+    /// The record is logged, counted as dropped and skipped (`LogAndContinue…`); with
+    /// `errors.dead.letter.queue.topic.name` set, it also goes to that topic.
+    Continue,
+}
+
+impl ErrorHandling {
+    /// A handler by its Kafka class name (full or simple) or eddy's short name.
+    fn parse(key: &str, value: &str) -> Result<Self, ConfigError> {
+        let simple = value.rsplit('.').next().unwrap_or(value);
+        Ok(match simple {
+            "fail"
+            | "LogAndFailExceptionHandler"
+            | "LogAndFailProcessingExceptionHandler"
+            | "DefaultProductionExceptionHandler" => Self::Fail,
+            "continue"
+            | "LogAndContinueExceptionHandler"
+            | "LogAndContinueProcessingExceptionHandler" => Self::Continue,
+            _ => return Err(bad(key, value).into()),
+        })
+    }
+}
+
+/// The settings of a streams application.
+#[derive(Debug, Clone)]
+pub struct StreamsConfig {
+    /// `application.id`: the consumer group's id and the prefix of internal topics.
+    pub application_id: String,
+    /// `bootstrap.servers`, or the embedded broker when none is given.
+    pub bootstrap: Bootstrap,
+    /// `num.stream.threads`. Default 1.
+    pub num_stream_threads: usize,
+    /// `processing.guarantee`. Default at-least-once.
+    pub processing_guarantee: ProcessingGuarantee,
+    /// `commit.interval.ms` when set; see [`StreamsConfig::commit_interval`].
+    pub commit_interval_ms: Option<Duration>,
+    /// `state.dir`: where tasks keep their stores, under `<state.dir>/<application.id>/`.
+    /// Default `<temporary directory>/kafka-streams`, as Kafka Streams'.
+    pub state_dir: PathBuf,
+    /// `num.standby.replicas`: warm copies of each task's state on other instances.
+    /// Default 0.
+    pub num_standby_replicas: usize,
+    /// `statestore.cache.max.bytes`: the record caches of an instance's tasks together.
+    /// Default 10 MiB.
+    pub statestore_cache_max_bytes: usize,
+    /// `acceptable.recovery.lag`: how far behind its changelog a copy of a task's state may
+    /// be and still take the task at once. Default 10,000 records.
+    pub acceptable_recovery_lag: u64,
+    /// `max.warmup.replicas`: how many tasks may warm up on a new home at once. Default 2.
+    pub max_warmup_replicas: usize,
+    /// `probing.rebalance.interval.ms`: how often warmups are checked for a move. Default
+    /// 10 min.
+    pub probing_rebalance_interval: Duration,
+    /// `application.server`: this instance's `host:port` for interactive queries.
+    pub application_server: Option<String>,
+    /// `replication.factor` of internal topics; -1, the default, takes the broker's.
+    pub replication_factor: i16,
+    /// `deserialization.exception.handler`. Default fail.
+    pub deserialization_handling: ErrorHandling,
+    /// `processing.exception.handler`. Default fail.
+    pub processing_handling: ErrorHandling,
+    /// `production.exception.handler`. Default fail.
+    pub production_handling: ErrorHandling,
+    /// `errors.dead.letter.queue.topic.name` (KIP-1034): where records the handlers skip
+    /// go, with the error and their origin in headers.
+    pub dead_letter_queue_topic: Option<String>,
+    /// Client properties, as given: unprefixed (every client), `producer.`, `consumer.`,
+    /// `main.consumer.`, `restore.consumer.`, `global.consumer.` and `admin.` ones.
+    pub client_properties: Vec<(String, String)>,
+}
+
+/// Sets `key` in `merged`, replacing an earlier value.
+fn set<'a>(merged: &mut Vec<(&'a str, &'a str)>, key: &'a str, value: &'a str) {
+    match merged.iter_mut().find(|(k, _)| *k == key) {
+        Some(entry) => entry.1 = value,
+        None => merged.push((key, value)),
+    }
+}
+
+/// Client settings Kafka Streams passes to its clients unprefixed.
+const CLIENT_KEYS: &[&str] = &[
+    "client.id",
+    "request.timeout.ms",
+    "socket.connection.setup.timeout.ms",
+    "metadata.max.age.ms",
+    "retry.backoff.ms",
+    "reconnect.backoff.ms",
+    "reconnect.backoff.max.ms",
+    "receive.message.max.bytes",
+];
+
+/// Prefixes of settings for one kind of client.
+const CLIENT_PREFIXES: &[&str] = &[
+    "producer.",
+    "consumer.",
+    "main.consumer.",
+    "restore.consumer.",
+    "global.consumer.",
+    "admin.",
+];
+
+impl StreamsConfig {
+    /// Kafka Streams' defaults for the application `application_id`, on the embedded broker.
+    pub fn new(application_id: impl Into<String>) -> Self {
+        Self {
+            application_id: application_id.into(),
+            bootstrap: Bootstrap::Embedded,
+            num_stream_threads: 1,
+            processing_guarantee: ProcessingGuarantee::AtLeastOnce,
+            commit_interval_ms: None,
+            state_dir: std::env::temp_dir().join("kafka-streams"),
+            num_standby_replicas: 0,
+            statestore_cache_max_bytes: 10 * 1024 * 1024,
+            acceptable_recovery_lag: 10_000,
+            max_warmup_replicas: 2,
+            probing_rebalance_interval: Duration::from_secs(600),
+            application_server: None,
+            replication_factor: -1,
+            deserialization_handling: ErrorHandling::Fail,
+            processing_handling: ErrorHandling::Fail,
+            production_handling: ErrorHandling::Fail,
+            dead_letter_queue_topic: None,
+            client_properties: Vec::new(),
+        }
+    }
+
+    /// Reads Kafka-style properties; unknown keys and values that cannot be used are errors.
+    pub fn from_properties<'a>(
+        properties: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self, ConfigError> {
+        let mut config = Self::new("");
+        for (key, value) in properties {
+            config.set(key, value)?;
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        match key {
+            "application.id" => self.application_id = value.trim().to_string(),
+            "bootstrap.servers" => {
+                let servers = split_list(value);
+                self.bootstrap = if servers.is_empty() {
+                    Bootstrap::Embedded
+                } else {
+                    Bootstrap::Servers(servers)
+                };
+            }
+            "num.stream.threads" => self.num_stream_threads = number(key, value)?,
+            "processing.guarantee" => {
+                self.processing_guarantee = match value.trim() {
+                    "at_least_once" => ProcessingGuarantee::AtLeastOnce,
+                    "exactly_once_v2" => ProcessingGuarantee::ExactlyOnceV2,
+                    _ => return Err(bad(key, value).into()),
+                }
+            }
+            "commit.interval.ms" => self.commit_interval_ms = Some(millis(key, value)?),
+            "state.dir" => self.state_dir = PathBuf::from(value.trim()),
+            "num.standby.replicas" => self.num_standby_replicas = number(key, value)?,
+            "statestore.cache.max.bytes" => {
+                self.statestore_cache_max_bytes = number(key, value)?;
+            }
+            "acceptable.recovery.lag" => self.acceptable_recovery_lag = number(key, value)?,
+            "max.warmup.replicas" => self.max_warmup_replicas = number(key, value)?,
+            "probing.rebalance.interval.ms" => {
+                self.probing_rebalance_interval = millis(key, value)?;
+            }
+            "application.server" => {
+                let server = value.trim();
+                self.application_server = (!server.is_empty()).then(|| server.to_string());
+            }
+            "replication.factor" => self.replication_factor = number(key, value)?,
+            "deserialization.exception.handler" | "default.deserialization.exception.handler" => {
+                self.deserialization_handling = ErrorHandling::parse(key, value)?;
+            }
+            "processing.exception.handler" => {
+                self.processing_handling = ErrorHandling::parse(key, value)?;
+            }
+            "production.exception.handler" | "default.production.exception.handler" => {
+                self.production_handling = ErrorHandling::parse(key, value)?;
+            }
+            "errors.dead.letter.queue.topic.name" => {
+                let topic = value.trim();
+                self.dead_letter_queue_topic = (!topic.is_empty()).then(|| topic.to_string());
+            }
+            _ if CLIENT_KEYS.contains(&key)
+                || CLIENT_PREFIXES.iter().any(|p| key.starts_with(p)) =>
+            {
+                self.client_properties
+                    .push((key.to_string(), value.to_string()));
+            }
+            _ => return Err(ConfigError(format!("unknown property {key}"))),
+        }
+        Ok(())
+    }
+
+    /// `commit.interval.ms` as it applies: the value set, or Kafka Streams' default of
+    /// 100 ms under exactly-once and 30 s otherwise.
+    pub fn commit_interval(&self) -> Duration {
+        self.commit_interval_ms
+            .unwrap_or(match self.processing_guarantee {
+                ProcessingGuarantee::ExactlyOnceV2 => Duration::from_millis(100),
+                ProcessingGuarantee::AtLeastOnce => Duration::from_secs(30),
+            })
+    }
+
+    /// Where this application's tasks keep their state: `<state.dir>/<application.id>`.
+    pub fn application_state_dir(&self) -> PathBuf {
+        self.state_dir.join(&self.application_id)
+    }
+
+    /// The client properties for one kind of client (`"producer"`, `"consumer"`,
+    /// `"main.consumer"`, `"restore.consumer"`, `"global.consumer"`, `"admin"`), as Kafka
+    /// Streams merges them: unprefixed ones first, then `consumer.` ones for every consumer,
+    /// then those of the client's own prefix.
+    pub fn client_properties_for(&self, client: &str) -> Vec<(&str, &str)> {
+        let own = format!("{client}.");
+        let is_consumer = client.ends_with("consumer");
+        let mut merged: Vec<(&str, &str)> = Vec::new();
+        let properties = || {
+            self.client_properties
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+        };
+        for (key, value) in properties().filter(|(k, _)| CLIENT_KEYS.contains(k)) {
+            set(&mut merged, key, value);
+        }
+        if is_consumer && client != "consumer" {
+            for (key, value) in properties() {
+                if let Some(key) = key.strip_prefix("consumer.") {
+                    set(&mut merged, key, value);
+                }
+            }
+        }
+        for (key, value) in properties() {
+            if let Some(key) = key.strip_prefix(own.as_str()) {
+                set(&mut merged, key, value);
+            }
+        }
+        merged
+    }
+
+    /// Checks what cannot be used together or at all.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let id = &self.application_id;
+        if id.is_empty() {
+            return Err(ConfigError("application.id is required".into()));
+        }
+        // It prefixes topic names, so it takes a topic name's characters.
+        if id.len() > 200
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+        {
+            return Err(ConfigError(format!(
+                "application.id {id:?} may hold only ASCII letters, digits, '.', '_' and '-', \
+                 at most 200 of them"
+            )));
+        }
+        if self.num_stream_threads == 0 {
+            return Err(ConfigError("num.stream.threads must be at least 1".into()));
+        }
+        if let Some(server) = &self.application_server {
+            let port = server
+                .rsplit_once(':')
+                .map(|(host, port)| (host, port.parse::<u16>()));
+            if !matches!(port, Some((host, Ok(_))) if !host.is_empty()) {
+                return Err(ConfigError(format!(
+                    "application.server {server:?} is not host:port"
+                )));
+            }
+        }
+        if self.replication_factor == 0 || self.replication_factor < -1 {
+            return Err(ConfigError(
+                "replication.factor must be -1 (the broker's) or at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

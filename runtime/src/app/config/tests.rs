@@ -1,0 +1,152 @@
+use super::*;
+
+#[test]
+fn the_defaults_are_kafka_streams_defaults() {
+    let config = StreamsConfig::new("orders");
+    assert_eq!(config.bootstrap, Bootstrap::Embedded);
+    assert_eq!(config.num_stream_threads, 1);
+    assert_eq!(
+        config.processing_guarantee,
+        ProcessingGuarantee::AtLeastOnce
+    );
+    assert_eq!(config.commit_interval(), Duration::from_secs(30));
+    assert_eq!(config.statestore_cache_max_bytes, 10_485_760);
+    assert_eq!(config.acceptable_recovery_lag, 10_000);
+    assert_eq!(config.max_warmup_replicas, 2);
+    assert_eq!(config.probing_rebalance_interval, Duration::from_secs(600));
+    assert_eq!(config.num_standby_replicas, 0);
+    assert_eq!(config.deserialization_handling, ErrorHandling::Fail);
+    assert_eq!(config.production_handling, ErrorHandling::Fail);
+    assert!(config
+        .application_state_dir()
+        .ends_with("kafka-streams/orders"));
+    config.validate().unwrap();
+}
+
+#[test]
+fn exactly_once_commits_every_100_ms_unless_told_otherwise() {
+    let config = StreamsConfig::from_properties([
+        ("application.id", "a"),
+        ("processing.guarantee", "exactly_once_v2"),
+    ])
+    .unwrap();
+    assert_eq!(config.commit_interval(), Duration::from_millis(100));
+    let config = StreamsConfig::from_properties([
+        ("application.id", "a"),
+        ("processing.guarantee", "exactly_once_v2"),
+        ("commit.interval.ms", "1000"),
+    ])
+    .unwrap();
+    assert_eq!(config.commit_interval(), Duration::from_secs(1));
+}
+
+#[test]
+fn properties_set_the_typed_fields() {
+    let config = StreamsConfig::from_properties([
+        ("application.id", "fraud"),
+        ("bootstrap.servers", "a:9092, b:9092"),
+        ("num.stream.threads", "4"),
+        ("state.dir", "/var/lib/eddy"),
+        ("num.standby.replicas", "1"),
+        ("statestore.cache.max.bytes", "0"),
+        ("application.server", "node-1:8080"),
+        (
+            "default.deserialization.exception.handler",
+            "org.apache.kafka.streams.errors.LogAndContinueExceptionHandler",
+        ),
+        (
+            "processing.exception.handler",
+            "LogAndContinueProcessingExceptionHandler",
+        ),
+        ("errors.dead.letter.queue.topic.name", "fraud-dlq"),
+        ("replication.factor", "3"),
+    ])
+    .unwrap();
+    assert_eq!(
+        config.bootstrap,
+        Bootstrap::Servers(vec!["a:9092".into(), "b:9092".into()])
+    );
+    assert_eq!(config.num_stream_threads, 4);
+    assert_eq!(
+        config.application_state_dir(),
+        PathBuf::from("/var/lib/eddy/fraud")
+    );
+    assert_eq!(config.num_standby_replicas, 1);
+    assert_eq!(config.statestore_cache_max_bytes, 0);
+    assert_eq!(config.application_server.as_deref(), Some("node-1:8080"));
+    assert_eq!(config.deserialization_handling, ErrorHandling::Continue);
+    assert_eq!(config.processing_handling, ErrorHandling::Continue);
+    assert_eq!(config.production_handling, ErrorHandling::Fail);
+    assert_eq!(config.dead_letter_queue_topic.as_deref(), Some("fraud-dlq"));
+    assert_eq!(config.replication_factor, 3);
+}
+
+#[test]
+fn client_properties_merge_as_kafka_streams_merges_them() {
+    let config = StreamsConfig::from_properties([
+        ("application.id", "a"),
+        ("request.timeout.ms", "1000"),
+        ("consumer.max.poll.records", "500"),
+        ("main.consumer.max.poll.records", "2000"),
+        ("producer.linger.ms", "5"),
+        ("producer.request.timeout.ms", "2000"),
+    ])
+    .unwrap();
+    let main = config.client_properties_for("main.consumer");
+    assert_eq!(
+        main,
+        [("request.timeout.ms", "1000"), ("max.poll.records", "2000")]
+    );
+    let restore = config.client_properties_for("restore.consumer");
+    assert_eq!(
+        restore,
+        [("request.timeout.ms", "1000"), ("max.poll.records", "500")]
+    );
+    let producer = config.client_properties_for("producer");
+    assert_eq!(
+        producer,
+        [("request.timeout.ms", "2000"), ("linger.ms", "5")]
+    );
+    assert_eq!(
+        config.client_properties_for("admin"),
+        [("request.timeout.ms", "1000")]
+    );
+}
+
+#[test]
+fn what_cannot_be_used_is_a_clear_error() {
+    let error = |properties: &[(&str, &str)]| {
+        StreamsConfig::from_properties(properties.iter().copied())
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(error(&[]), "application.id is required");
+    assert!(error(&[("application.id", "a b")]).contains("may hold only"));
+    assert_eq!(
+        error(&[
+            ("application.id", "a"),
+            ("processing.guarantee", "exactly_once")
+        ]),
+        "processing.guarantee=exactly_once is not a valid value"
+    );
+    assert_eq!(
+        error(&[("application.id", "a"), ("num.stream.threads", "0")]),
+        "num.stream.threads must be at least 1"
+    );
+    assert!(
+        error(&[("application.id", "a"), ("application.server", "no-port")])
+            .contains("not host:port")
+    );
+    assert_eq!(
+        error(&[("application.id", "a"), ("linger.ms", "5")]),
+        "unknown property linger.ms"
+    );
+    assert!(
+        error(&[("application.id", "a"), ("commit.interval.ms", "-1")]).contains("not a valid")
+    );
+    assert!(error(&[
+        ("application.id", "a"),
+        ("processing.exception.handler", "Mine")
+    ])
+    .contains("not a valid"));
+}
