@@ -1,6 +1,9 @@
 //! The streams application: a topology running as members of a consumer group, its tasks'
-//! state in stores on disk. So far its settings ([`StreamsConfig`]).
+//! state in stores on disk. So far its settings ([`StreamsConfig`]) and the topics it needs
+//! ([`topics::plan`]).
 
 mod config;
+pub mod topics;
 
 pub use config::{Bootstrap, ConfigError, ErrorHandling, ProcessingGuarantee, StreamsConfig};
+pub use topics::{InternalTopicSpec, TopicError, TopicPlan};

@@ -572,6 +572,10 @@ impl<K: Data, V1: Data> KStream<K, V1> {
             let source = that.repartition_through(&prefix, keys.clone(), other_values.clone());
             that.node = source;
         }
+        builder.with_topology(|t| {
+            t.copartition(&[&this.node, &that.node]);
+            Ok(())
+        });
         let (left_outer, right_outer) = match kind {
             JoinKind::Inner => (false, false),
             JoinKind::Left => (true, false),

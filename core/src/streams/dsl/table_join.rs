@@ -136,6 +136,10 @@ impl<K: Data, V: Data> KStream<K, V> {
             return KStream::new(builder, name, keys, None);
         };
         let parent = self.node.clone();
+        builder.with_topology(|t| {
+            t.copartition(&[&parent, &table.node]);
+            Ok(())
+        });
         let stores = getter.stores.clone();
         let null_keys = Nulls::of(keys.clone().or(table.keys.clone()));
         builder.with_topology(|t| {
@@ -347,6 +351,10 @@ impl<K: Data, V1: Data> KTable<K, V1> {
         if kind == TableJoinKind::Outer {
             other.force_send_old_values();
         }
+        builder.with_topology(|t| {
+            t.copartition(&[&self.node, &other.node]);
+            Ok(())
+        });
         let join_this =
             builder.name_with_suffix(named.as_deref(), "-join-this", "KTABLE-JOINTHIS-");
         let join_other =

@@ -122,6 +122,9 @@ pub struct Subtopology {
     /// Whether it fills a global store (it runs once per instance, reading every partition
     /// of its topic, and makes no tasks).
     pub global: bool,
+    /// The topics its sinks write, where a sink names one (internal ones without the
+    /// application id).
+    pub sink_topics: Vec<String>,
 }
 
 /// A graph of sources, processors and sinks with its stores: what an application runs.
@@ -131,6 +134,8 @@ pub struct Topology {
     pub(crate) stores: Vec<StoreBuilder>,
     pub(crate) internal_topics: Vec<InternalTopic>,
     pub(crate) global_topics: Vec<String>,
+    /// Nodes whose inputs must be co-partitioned (the two sides of each join).
+    pub(crate) copartitioned: Vec<Vec<usize>>,
     by_name: HashMap<String, usize>,
 }
 
@@ -270,6 +275,61 @@ impl Topology {
     /// The stores, in the order they were added.
     pub fn stores(&self) -> &[StoreBuilder] {
         &self.stores
+    }
+
+    /// The groups of source topics that must have as many partitions as each other (the
+    /// topics upstream of the two sides of each join, internal ones without the
+    /// application id), each sorted, groups that share a topic merged.
+    pub fn copartition_groups(&self) -> Vec<Vec<String>> {
+        let mut groups: Vec<Vec<String>> = Vec::new();
+        for nodes in &self.copartitioned {
+            let mut group: Vec<String> = nodes
+                .iter()
+                .flat_map(|&n| self.source_topics_upstream(n))
+                .collect();
+            // Merge the groups this one meets.
+            let mut i = 0;
+            while i < groups.len() {
+                if groups[i].iter().any(|t| group.contains(t)) {
+                    group.extend(groups.swap_remove(i));
+                } else {
+                    i += 1;
+                }
+            }
+            group.sort();
+            group.dedup();
+            groups.push(group);
+        }
+        groups.sort();
+        groups
+    }
+
+    /// Notes that the inputs of `nodes` must be co-partitioned: what a join calls with its
+    /// two sides.
+    pub(crate) fn copartition(&mut self, nodes: &[&str]) {
+        let nodes: Vec<usize> = nodes.iter().filter_map(|n| self.index_of(n)).collect();
+        self.copartitioned.push(nodes);
+    }
+
+    /// The topics of the sources upstream of `node`, global ones excluded.
+    fn source_topics_upstream(&self, node: usize) -> Vec<String> {
+        let mut topics = Vec::new();
+        let mut seen = vec![false; self.nodes.len()];
+        let mut stack = vec![node];
+        while let Some(n) = stack.pop() {
+            if std::mem::replace(&mut seen[n], true) {
+                continue;
+            }
+            if let NodeKind::Source { topics: t, .. } = &self.nodes[n].kind {
+                topics.extend(
+                    t.iter()
+                        .filter(|t| !self.global_topics.contains(t))
+                        .cloned(),
+                );
+            }
+            stack.extend(&self.nodes[n].parents);
+        }
+        topics
     }
 
     /// The full name of `topic` for `application_id`: `<app>-<topic>` for internal topics.
@@ -513,10 +573,15 @@ impl Topology {
 
     fn subtopology(&self, id: u32, members: &[usize]) -> Subtopology {
         let mut source_topics = Vec::new();
+        let mut sink_topics = Vec::new();
         let mut stores: Vec<String> = Vec::new();
         for &i in members {
-            if let NodeKind::Source { topics, .. } = &self.nodes[i].kind {
-                source_topics.extend(topics.iter().cloned());
+            match &self.nodes[i].kind {
+                NodeKind::Source { topics, .. } => source_topics.extend(topics.iter().cloned()),
+                NodeKind::Sink { topic: Some(topic) } if !sink_topics.contains(topic) => {
+                    sink_topics.push(topic.clone());
+                }
+                _ => {}
             }
             for s in &self.nodes[i].stores {
                 if !stores.contains(s) {
@@ -528,6 +593,7 @@ impl Topology {
             id,
             global: self.is_global_group(members),
             source_topics,
+            sink_topics,
             nodes: members
                 .iter()
                 .map(|&i| self.nodes[i].name.clone())

@@ -95,3 +95,51 @@ fn processors_sharing_a_store_are_one_sub_topology() {
     assert_eq!(subs[0].stores, ["shared"]);
     assert_eq!(t.internal_topics()[0].name, "shared-changelog");
 }
+
+#[test]
+fn the_inputs_of_joins_are_copartitioned_and_no_others() {
+    use crate::streams::windows::JoinWindows;
+    use crate::streams::{Consumed, Joined, Materialized, Produced, StreamJoined, StreamsBuilder};
+    let builder = StreamsBuilder::new();
+    let strings = || Consumed::with(StringSerde, StringSerde);
+    let orders = builder.stream("orders", strings());
+    let payments = builder.stream("payments", strings());
+    let windows =
+        JoinWindows::of_time_difference_with_no_grace(std::time::Duration::from_secs(5)).unwrap();
+    orders
+        .join(
+            payments,
+            |o: &String, p: &String| format!("{o}{p}"),
+            windows,
+            StreamJoined::with(StringSerde, StringSerde, StringSerde),
+        )
+        .to("paid", Produced::with(StringSerde, StringSerde));
+    let users = builder.table("users", strings(), Materialized::named("users"));
+    builder
+        .stream("clicks", strings())
+        .select_key(|_k: &String, v: &String| v.clone())
+        .join_table(
+            &users,
+            |c: &String, u: &String| format!("{c}{u}"),
+            Joined::with(StringSerde, StringSerde),
+        )
+        .to("enriched", Produced::with(StringSerde, StringSerde));
+    builder
+        .stream("lonely", strings())
+        .to("out", Produced::with(StringSerde, StringSerde));
+    let topology = builder.build().unwrap();
+    let groups = topology.copartition_groups();
+    assert_eq!(groups.len(), 2, "{groups:?}");
+    assert_eq!(groups[1], ["orders", "payments"]);
+    // The clicks are re-keyed first: their repartition topic meets the table's topic.
+    assert_eq!(groups[0].len(), 2);
+    assert!(groups[0][0].ends_with("-repartition"), "{groups:?}");
+    assert_eq!(groups[0][1], "users");
+    let repartition = &groups[0][0];
+    let writer = topology
+        .subtopologies()
+        .into_iter()
+        .find(|s| s.sink_topics.contains(repartition))
+        .expect("a sub-topology writes the repartition topic");
+    assert_eq!(writer.source_topics, ["clicks"]);
+}
