@@ -1,5 +1,5 @@
-//! Topics: create (with partitions and configs), delete, add partitions, list, describe, and
-//! look up offsets by position or time in each partition's leader.
+//! Topics: create (with partitions and configs), delete, add partitions, list, describe (with
+//! their configs), and look up offsets by position or time in each partition's leader.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -8,10 +8,11 @@ use eddy_core::log::TopicPartition;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, MetadataRequest,
-    MetadataResponse, TopicName,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
+    MetadataRequest, MetadataResponse, TopicName,
 };
 
 use super::{text, Admin, OffsetSpec};
@@ -294,6 +295,47 @@ impl Admin {
             });
         }
         Ok(described)
+    }
+
+    /// The configs set on `topic` itself (at creation or since), without the broker's
+    /// defaults.
+    pub async fn describe_topic_configs(
+        &self,
+        topic: &str,
+    ) -> Result<BTreeMap<String, String>, ClientError> {
+        /// DescribeConfigs' resource type of a topic.
+        const TOPIC: i8 = 2;
+        /// DescribeConfigs' source of a config set on the topic.
+        const DYNAMIC_TOPIC_CONFIG: i8 = 1;
+        let request = DescribeConfigsRequest::default().with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(TOPIC)
+                .with_resource_name(text(topic))
+                .with_configuration_keys(None),
+        ]);
+        let cluster = &self.cluster;
+        let response = cluster
+            .retry(self.deadline(), || async {
+                let broker = cluster.any_broker().await?;
+                cluster.send(&broker, &request).await
+            })
+            .await?;
+        let mut configs = BTreeMap::new();
+        for result in response.results {
+            if result.error_code != 0 {
+                return Err(Self::refused(
+                    &format!("DescribeConfigs of topic {topic}"),
+                    result.error_code,
+                ));
+            }
+            for config in result.configs {
+                if config.config_source == DYNAMIC_TOPIC_CONFIG {
+                    let value = config.value.map_or(String::new(), |v| v.to_string());
+                    configs.insert(config.name.to_string(), value);
+                }
+            }
+        }
+        Ok(configs)
     }
 
     /// How many partitions `topic` has.
