@@ -2,6 +2,7 @@
 //! state in stores on disk. So far its settings ([`StreamsConfig`]) and the topics it needs
 //! ([`topics::plan`]), created at start ([`create_internal_topics`]).
 
+pub mod assignor;
 mod config;
 mod setup;
 pub mod topics;
