@@ -1,5 +1,11 @@
 //! The streams assignor: how the group's leader spreads an application's tasks over its
 //! instances and their stream threads, carried in the classic consumer protocol's user data
-//! so that it runs on any Kafka cluster. So far where each task runs ([`placement`]).
+//! so that it runs on any Kafka cluster: where each task runs ([`placement`]), what the
+//! members and the leader tell each other ([`protocol`]), and the consumer-protocol
+//! assignor that puts them together ([`StreamsAssignor`]).
 
 pub mod placement;
+pub mod protocol;
+mod streams_assignor;
+
+pub use streams_assignor::{LocalState, StreamsAssignor};

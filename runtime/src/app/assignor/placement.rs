@@ -160,11 +160,13 @@ pub fn place(
             .copied()
             .filter(|t| !warming.contains(t))
             .collect();
-        let lag_on_under = |t: &TaskId| lag(&instances[&under], *t, end_offset_sums.get(t));
+        let lag_on = |id: &str, t: &TaskId| lag(&instances[id], *t, end_offset_sums.get(t));
+        let lag_on_under = |t: &TaskId| lag_on(&under, t);
+        // A task moves at once where it is caught up, or no further behind than where it is.
         let movable = candidates
             .iter()
             .copied()
-            .find(|t| caught_up(lag_on_under(t)));
+            .find(|t| caught_up(lag_on_under(t)) || lag_on_under(t) <= lag_on(&over, t));
         match movable {
             Some(task) => {
                 placed.get_mut(&over).expect("placed").active.remove(&task);

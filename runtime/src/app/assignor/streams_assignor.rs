@@ -1,0 +1,383 @@
+//! [`StreamsAssignor`]: the consumer-protocol assignor of a streams application. Each member
+//! subscribes with what its instance holds ([`protocol::Subscription`]); the leader works out
+//! the tasks from the topology and the topics' partition counts, places them
+//! ([`placement::place`]), deals each instance's tasks to its stream threads (keeping a task
+//! on the thread that ran it), and gives each member its tasks' partitions with a
+//! [`protocol::TaskAssignment`]. Assignment is cooperative: a task whose partitions another
+//! member still owns waits for that member to give them up, one rebalance later.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use eddy_core::log::TopicPartition;
+use eddy_core::streams::{TaskId, Topology};
+
+use super::placement::{place, Instance, PlacementConfig};
+use super::protocol::{Subscription, TaskAssignment, WirePartition, WireTask, VERSION};
+use crate::app::topics::plan;
+use crate::client::{Assignment, Assignor, MemberSubscription, RebalanceProtocol};
+
+/// What this member reports when it joins.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LocalState {
+    /// The instance's id, shared by its stream threads.
+    pub process: String,
+    /// The tasks this thread runs.
+    pub owned_tasks: BTreeSet<TaskId>,
+    /// For each task whose state the instance holds, the sum of its changelog offsets.
+    pub offset_sums: BTreeMap<TaskId, i64>,
+    /// `application.server`.
+    pub endpoint: Option<String>,
+}
+
+/// The streams application's assignor.
+pub struct StreamsAssignor {
+    topology: Arc<Topology>,
+    application_id: String,
+    config: PlacementConfig,
+    local: Mutex<LocalState>,
+    /// The latest sum of each stateful task's changelog end offsets, for the leader.
+    end_offset_sums: Mutex<BTreeMap<TaskId, i64>>,
+    received: Mutex<Option<TaskAssignment>>,
+}
+
+impl std::fmt::Debug for StreamsAssignor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamsAssignor")
+            .field("application_id", &self.application_id)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The application's tasks with their partitions, and those that keep state.
+type Tasks = (BTreeMap<TaskId, Vec<TopicPartition>>, BTreeSet<TaskId>);
+
+impl StreamsAssignor {
+    /// The assignor of `topology` run as `application_id`, reporting `local`.
+    pub fn new(
+        topology: Arc<Topology>,
+        application_id: impl Into<String>,
+        config: PlacementConfig,
+        local: LocalState,
+    ) -> Self {
+        Self {
+            topology,
+            application_id: application_id.into(),
+            config,
+            local: Mutex::new(local),
+            end_offset_sums: Mutex::new(BTreeMap::new()),
+            received: Mutex::new(None),
+        }
+    }
+
+    /// What this member reports at its next join.
+    pub fn set_local(&self, local: LocalState) {
+        *lock(&self.local) = local;
+    }
+
+    /// The changelogs' end offsets the leader measures lags against.
+    pub fn set_end_offset_sums(&self, ends: BTreeMap<TaskId, i64>) {
+        *lock(&self.end_offset_sums) = ends;
+    }
+
+    /// The assignment this member last received, taken.
+    pub fn take_assignment(&self) -> Option<TaskAssignment> {
+        lock(&self.received).take()
+    }
+
+    /// The tasks of the topology on topics with these partition counts.
+    fn tasks(&self, partitions_per_topic: &BTreeMap<String, i32>) -> Result<Tasks, String> {
+        let app = &self.application_id;
+        let plan = plan(&self.topology, app, |t| {
+            partitions_per_topic.get(t).copied()
+        })
+        .map_err(|e| e.to_string())?;
+        let count = |topic: &str| {
+            plan.internal
+                .iter()
+                .find(|t| t.name == topic)
+                .map(|t| t.partitions)
+                .or_else(|| partitions_per_topic.get(topic).copied())
+                .unwrap_or(0)
+        };
+        let mut tasks = BTreeMap::new();
+        let mut stateful = BTreeSet::new();
+        for s in self.topology.subtopologies().iter().filter(|s| !s.global) {
+            let Some(&(_, n)) = plan.tasks.iter().find(|(id, _)| *id == s.id) else {
+                continue;
+            };
+            let topics: Vec<String> = s
+                .source_topics
+                .iter()
+                .map(|t| self.topology.full_topic_name(app, t))
+                .collect();
+            for p in 0..n {
+                let task = TaskId {
+                    subtopology: s.id,
+                    partition: p,
+                };
+                let partitions = topics
+                    .iter()
+                    .filter(|t| p < count(t))
+                    .map(|t| TopicPartition::new(t.as_str(), p))
+                    .collect();
+                tasks.insert(task, partitions);
+                if !s.stores.is_empty() {
+                    stateful.insert(task);
+                }
+            }
+        }
+        Ok((tasks, stateful))
+    }
+}
+
+/// A member as the leader reads it.
+struct Member<'a> {
+    id: &'a str,
+    subscription: Subscription,
+    owned_partitions: &'a [TopicPartition],
+}
+
+impl Assignor for StreamsAssignor {
+    fn name(&self) -> &str {
+        "stream"
+    }
+
+    fn rebalance_protocol(&self) -> RebalanceProtocol {
+        RebalanceProtocol::Cooperative
+    }
+
+    fn subscription_user_data(
+        &self,
+        _topics: &[String],
+        _owned: &[TopicPartition],
+    ) -> Option<Bytes> {
+        let local = lock(&self.local);
+        let subscription = Subscription {
+            version: VERSION,
+            process: local.process.clone(),
+            owned_tasks: local.owned_tasks.iter().map(|&t| t.into()).collect(),
+            offset_sums: local
+                .offset_sums
+                .iter()
+                .map(|(&t, &s)| (t.into(), s))
+                .collect(),
+            endpoint: local.endpoint.clone(),
+        };
+        Some(subscription.encode())
+    }
+
+    fn assign(
+        &self,
+        partitions_per_topic: &BTreeMap<String, i32>,
+        members: &[MemberSubscription],
+    ) -> BTreeMap<String, Assignment> {
+        let members: Vec<Member<'_>> = members
+            .iter()
+            .map(|m| {
+                let decoded = m.user_data.as_deref().map(Subscription::decode);
+                let subscription = match decoded {
+                    Some(Ok(s)) => s,
+                    other => {
+                        if let Some(Err(e)) = other {
+                            tracing::warn!(member = %m.member_id, "{e}; taken as an instance without state");
+                        }
+                        Subscription {
+                            version: VERSION,
+                            process: m.member_id.clone(),
+                            owned_tasks: Vec::new(),
+                            offset_sums: Vec::new(),
+                            endpoint: None,
+                        }
+                    }
+                };
+                Member {
+                    id: &m.member_id,
+                    subscription,
+                    owned_partitions: &m.owned_partitions,
+                }
+            })
+            .collect();
+        let (tasks, stateful) = match self.tasks(partitions_per_topic) {
+            Ok(tasks) => tasks,
+            Err(error) => {
+                let assignment = TaskAssignment {
+                    version: VERSION,
+                    error: Some(error),
+                    ..TaskAssignment::default()
+                };
+                return members
+                    .iter()
+                    .map(|m| {
+                        let a = Assignment {
+                            partitions: Vec::new(),
+                            user_data: Some(assignment.encode()),
+                        };
+                        (m.id.to_string(), a)
+                    })
+                    .collect();
+            }
+        };
+
+        // Instances, from their members.
+        let mut instances: BTreeMap<String, Instance> = BTreeMap::new();
+        let mut threads: BTreeMap<String, Vec<&Member<'_>>> = BTreeMap::new();
+        for m in &members {
+            let s = &m.subscription;
+            let instance = instances.entry(s.process.clone()).or_default();
+            instance.threads += 1;
+            instance
+                .previous_active
+                .extend(s.owned_tasks.iter().map(|&t| TaskId::from(t)));
+            for &(task, sum) in &s.offset_sums {
+                instance.offset_sums.insert(task.into(), sum);
+            }
+            threads.entry(s.process.clone()).or_default().push(m);
+        }
+        let all: BTreeSet<TaskId> = tasks.keys().copied().collect();
+        let ends = lock(&self.end_offset_sums).clone();
+        let placement = place(&instances, &all, &stateful, &ends, self.config);
+
+        // Each instance's tasks, dealt to its threads.
+        let mut active: BTreeMap<&str, BTreeSet<TaskId>> = BTreeMap::new();
+        let mut standby: BTreeMap<&str, BTreeSet<TaskId>> = BTreeMap::new();
+        for (process, placed) in &placement.instances {
+            let members = &threads[process];
+            deal(&placed.active, members, &mut active, true);
+            deal(&placed.standby, members, &mut standby, false);
+        }
+
+        // Who holds which partitions now: a task waits while another member owns them.
+        let mut owner: BTreeMap<&TopicPartition, &str> = BTreeMap::new();
+        for m in &members {
+            for tp in m.owned_partitions {
+                owner.insert(tp, m.id);
+            }
+        }
+        let partitions_of = |tasks_of: &BTreeSet<TaskId>| -> Vec<WirePartition> {
+            tasks_of
+                .iter()
+                .flat_map(|t| tasks[t].iter().map(WirePartition::from))
+                .collect()
+        };
+        let by_host = |of: &BTreeMap<&str, BTreeSet<TaskId>>| -> Vec<(String, Vec<WirePartition>)> {
+            let mut hosts: BTreeMap<String, Vec<WirePartition>> = BTreeMap::new();
+            for m in &members {
+                if let (Some(endpoint), Some(t)) = (&m.subscription.endpoint, of.get(m.id)) {
+                    hosts
+                        .entry(endpoint.clone())
+                        .or_default()
+                        .extend(partitions_of(t));
+                }
+            }
+            hosts
+                .into_iter()
+                .map(|(h, mut p)| {
+                    p.sort();
+                    (h, p)
+                })
+                .collect()
+        };
+        let partitions_by_host = by_host(&active);
+        let standby_partitions_by_host = by_host(&standby);
+        members
+            .iter()
+            .map(|m| {
+                let mine: Vec<TaskId> = active
+                    .get(m.id)
+                    .into_iter()
+                    .flatten()
+                    .copied()
+                    .filter(|t| {
+                        tasks[t]
+                            .iter()
+                            .all(|tp| owner.get(tp).is_none_or(|&o| o == m.id))
+                    })
+                    .collect();
+                let mut partitions: Vec<TopicPartition> =
+                    mine.iter().flat_map(|t| tasks[t].iter().cloned()).collect();
+                partitions.sort();
+                let info = TaskAssignment {
+                    version: VERSION,
+                    active: mine.iter().map(|&t| WireTask::from(t)).collect(),
+                    standby: standby
+                        .get(m.id)
+                        .into_iter()
+                        .flatten()
+                        .map(|&t| WireTask::from(t))
+                        .collect(),
+                    partitions_by_host: partitions_by_host.clone(),
+                    standby_partitions_by_host: standby_partitions_by_host.clone(),
+                    probing_rebalance: placement.probing_rebalance,
+                    error: None,
+                };
+                let assignment = Assignment {
+                    partitions,
+                    user_data: Some(info.encode()),
+                };
+                (m.id.to_string(), assignment)
+            })
+            .collect()
+    }
+
+    fn on_assignment(&self, assignment: &Assignment, _generation_id: i32) {
+        let received = match assignment.user_data.as_deref().map(TaskAssignment::decode) {
+            Some(Ok(info)) => info,
+            Some(Err(e)) => TaskAssignment {
+                version: VERSION,
+                error: Some(e.to_string()),
+                ..TaskAssignment::default()
+            },
+            None => TaskAssignment {
+                version: VERSION,
+                error: Some("the leader sent no task assignment".into()),
+                ..TaskAssignment::default()
+            },
+        };
+        *lock(&self.received) = Some(received);
+    }
+}
+
+/// Deals `tasks` to an instance's `members` (its threads) as evenly as they go; actives
+/// first stay on the thread that ran them.
+fn deal<'a>(
+    tasks: &BTreeSet<TaskId>,
+    members: &[&Member<'a>],
+    into: &mut BTreeMap<&'a str, BTreeSet<TaskId>>,
+    sticky: bool,
+) {
+    let share = tasks.len().div_ceil(members.len().max(1));
+    let mut left: Vec<TaskId> = Vec::new();
+    for &task in tasks {
+        let ran_it = sticky
+            .then(|| {
+                members.iter().find(|m| {
+                    m.subscription.owned_tasks.contains(&task.into())
+                        && into.get(m.id).map_or(0, BTreeSet::len) < share
+                })
+            })
+            .flatten();
+        match ran_it {
+            Some(m) => {
+                into.entry(m.id).or_default().insert(task);
+            }
+            None => left.push(task),
+        }
+    }
+    for task in left {
+        let least = members
+            .iter()
+            .min_by_key(|m| (into.get(m.id).map_or(0, BTreeSet::len), m.id))
+            .expect("an instance has a thread");
+        into.entry(least.id).or_default().insert(task);
+    }
+}
+
+#[cfg(test)]
+mod tests;
