@@ -4,6 +4,8 @@
 
 pub mod assignor;
 mod config;
+#[cfg(test)]
+mod fixtures;
 mod setup;
 pub mod topics;
 

@@ -1,8 +1,8 @@
 use std::time::Duration;
 
 use eddy_core::serde::{I64Serde, Nullable, StringSerde};
-use eddy_core::streams::windows::{JoinWindows, TimeWindows};
-use eddy_core::streams::{Consumed, Grouped, Materialized, Produced, StreamJoined, StreamsBuilder};
+use eddy_core::streams::windows::TimeWindows;
+use eddy_core::streams::{Consumed, Grouped, Materialized, Produced, StreamsBuilder};
 
 use super::*;
 
@@ -76,15 +76,7 @@ fn a_missing_source_topic_is_named() {
 
 fn join() -> Topology {
     let builder = StreamsBuilder::new();
-    let windows = JoinWindows::of_time_difference_with_no_grace(Duration::from_secs(5)).unwrap();
-    builder
-        .stream("orders", strings())
-        .join(
-            builder.stream("payments", strings()),
-            |o: &String, p: &String| format!("{o}{p}"),
-            windows,
-            StreamJoined::with(StringSerde, StringSerde, StringSerde),
-        )
+    crate::app::fixtures::orders_joined_with_payments(&builder)
         .to("paid", Produced::with(StringSerde, StringSerde));
     builder.build().unwrap()
 }

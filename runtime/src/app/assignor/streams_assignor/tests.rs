@@ -1,8 +1,5 @@
-use std::time::Duration;
-
 use eddy_core::serde::{I64Serde, Nullable, StringSerde};
-use eddy_core::streams::windows::JoinWindows;
-use eddy_core::streams::{Consumed, Grouped, Materialized, Produced, StreamJoined, StreamsBuilder};
+use eddy_core::streams::{Consumed, Grouped, Materialized, Produced, StreamsBuilder};
 
 use super::*;
 
@@ -15,16 +12,7 @@ const CONFIG: PlacementConfig = PlacementConfig {
 /// Orders joined with payments (co-partitioned), then counted per customer after a re-key.
 fn topology() -> Arc<Topology> {
     let builder = StreamsBuilder::new();
-    let strings = || Consumed::with(StringSerde, StringSerde);
-    let windows = JoinWindows::of_time_difference_with_no_grace(Duration::from_secs(5)).unwrap();
-    builder
-        .stream("orders", strings())
-        .join(
-            builder.stream("payments", strings()),
-            |o: &String, p: &String| format!("{o}{p}"),
-            windows,
-            StreamJoined::with(StringSerde, StringSerde, StringSerde),
-        )
+    crate::app::fixtures::orders_joined_with_payments(&builder)
         .select_key(|_k: &String, v: &String| v.clone())
         .group_by_key(Grouped::with(StringSerde, StringSerde))
         .count(Materialized::named("per-customer"))
