@@ -192,11 +192,11 @@ def test_eddys_idempotent_producer_writes_no_duplicate_when_its_connections_are_
 
 
 def test_eddys_client_suites_pass_against_the_broker(broker):
-    """The Rust tests of eddy's client, of a streams application's internal topics, and of
+    """The Rust tests of eddy's client, of a streams application and its topics, and of
     hostile clients on the wire, pointed at this broker process."""
     suites = ["client_admin", "client_producer", "client_consumer", "client_groups",
               "client_transactions", "forged_coordinator_state", "produce_validation",
-              "request_bounds", "streams_topics"]
+              "request_bounds", "streams_topics", "streams_app"]
     command = ["cargo", "test", "-q", "-p", "eddy-tests"]
     for suite in suites:
         command += ["--test", suite]

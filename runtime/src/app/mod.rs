@@ -1,14 +1,23 @@
 //! The streams application: a topology running as members of a consumer group, its tasks'
-//! state in stores on disk. So far its settings ([`StreamsConfig`]) and the topics it needs
-//! ([`topics::plan`]), created at start ([`create_internal_topics`]).
+//! state in stores on disk. [`Streams`] is the entry point; its settings are a
+//! [`StreamsConfig`]; it creates the topics it needs at start ([`topics::plan`],
+//! [`create_internal_topics`]), spreads its tasks with the [`assignor`], restores their
+//! stores from changelogs ([`restore_task`]) and runs them on stream threads
+//! (at-least-once so far).
 
 pub mod assignor;
 mod config;
 #[cfg(test)]
 mod fixtures;
+mod restore;
 mod setup;
+mod streams;
+mod thread;
 pub mod topics;
 
 pub use config::{Bootstrap, ConfigError, ErrorHandling, ProcessingGuarantee, StreamsConfig};
+pub use restore::{restore_task, RestoreError, Restored};
 pub use setup::{create_internal_topics, StartError};
+pub use streams::{CloseError, State, StateListener, Streams};
+pub use thread::ThreadError;
 pub use topics::{InternalTopicSpec, TopicError, TopicPlan};

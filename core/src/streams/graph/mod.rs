@@ -19,11 +19,12 @@ use std::any::Any;
 use std::sync::{Arc, Mutex};
 
 use crate::log::Timestamp;
+use crate::serde::SerdeError;
 use crate::streams::record::RecordMetadata;
 use crate::streams::store::{
-    BytesStore, ChangelogBatch, KeyValueBytesStore, LayerConfig, LayeredKeyValueStore,
-    LayeredSessionStore, LayeredWindowStore, Scratch, SessionBytesStore, StoreBuilder, StoreKind,
-    StoreLayer, WindowBytesStore,
+    BytesStore, ChangelogBatch, ChangelogRecord, KeyValueBytesStore, LayerConfig,
+    LayeredKeyValueStore, LayeredSessionStore, LayeredWindowStore, Scratch, SessionBytesStore,
+    StoreBuilder, StoreKind, StoreLayer, WindowBytesStore,
 };
 use crate::streams::StreamsError;
 
@@ -179,6 +180,20 @@ impl StoreInstance {
     /// The changelog offset the store's inner contents reach.
     pub fn changelog_offset(&mut self) -> Option<i64> {
         self.with_layers(|l| l.changelog_offset())
+    }
+
+    /// Applies a record read back from the store's changelog (restoration). A global store
+    /// is restored from its topic instead and takes none.
+    pub fn restore(&mut self, record: ChangelogRecord) -> Result<(), SerdeError> {
+        match self {
+            Self::KeyValue(s) => {
+                s.restore(record);
+                Ok(())
+            }
+            Self::Window(s) => s.restore(record),
+            Self::Session(s) => s.restore(record),
+            Self::Shared(_) => Ok(()),
+        }
     }
 
     /// What went wrong in the store's inner store, if anything did.

@@ -421,6 +421,17 @@ impl StreamTask {
         }
     }
 
+    /// The task's stores that are logged to a changelog topic, with its full name: what
+    /// restoration fills from the changelog's partition numbered as the task.
+    pub fn logged_stores(&mut self) -> impl Iterator<Item = (&str, &mut StoreInstance)> + '_ {
+        self.graph
+            .state
+            .stores
+            .iter_mut()
+            .filter(|s| s.definition.logging() && !s.definition.is_global())
+            .map(|s| (&*s.changelog_topic, &mut s.store))
+    }
+
     /// An error for the first store whose inner store failed: what the runtime checks before
     /// it takes the output of the records processed, so that nothing a failed read or write
     /// may have changed leaves the task.

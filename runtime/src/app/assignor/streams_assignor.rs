@@ -81,6 +81,14 @@ impl StreamsAssignor {
         *lock(&self.local) = local;
     }
 
+    /// The tasks this member runs and the offset sums of the state its instance holds, for
+    /// its next join.
+    pub fn set_owned(&self, owned: BTreeSet<TaskId>, offset_sums: BTreeMap<TaskId, i64>) {
+        let mut local = lock(&self.local);
+        local.owned_tasks = owned;
+        local.offset_sums = offset_sums;
+    }
+
     /// The changelogs' end offsets the leader measures lags against.
     pub fn set_end_offset_sums(&self, ends: BTreeMap<TaskId, i64>) {
         *lock(&self.end_offset_sums) = ends;

@@ -1,0 +1,300 @@
+//! [`Streams`]: a topology running as an application, Kafka Streams' `KafkaStreams`. It
+//! starts the embedded broker when no `bootstrap.servers` is set, creates the internal
+//! topics, and runs `num.stream.threads` stream threads as members of the application's
+//! consumer group, their tasks' state in sled under `state.dir/<application.id>/`. Its
+//! [`State`] moves as Kafka's does, and a listener hears every change.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use eddy_core::streams::Topology;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::assignor::placement::PlacementConfig;
+use super::assignor::{LocalState, StreamsAssignor};
+use super::thread::{self, ThreadContext, ThreadError};
+use super::{create_internal_topics, Bootstrap, ConfigError, StartError, StreamsConfig};
+use crate::client::{Admin, ClientError};
+#[cfg(feature = "embedded")]
+use crate::embedded::EmbeddedBroker;
+use crate::store::SledStores;
+
+/// Where an application is in its life (Kafka Streams' `KafkaStreams.State`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Built, not started.
+    Created,
+    /// Started; its threads are joining the group or taking up tasks.
+    Rebalancing,
+    /// Every thread has its tasks.
+    Running,
+    /// Closing.
+    PendingShutdown,
+    /// Closed.
+    NotRunning,
+    /// A thread failed; the application stopped.
+    Error,
+}
+
+/// Told of each change of state: the new one and the one before.
+pub type StateListener = Box<dyn Fn(State, State) + Send + Sync>;
+
+struct Shared {
+    state: Mutex<State>,
+    listener: Mutex<Option<StateListener>>,
+}
+
+impl Shared {
+    fn set(&self, next: State) {
+        let previous = {
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            std::mem::replace(&mut *state, next)
+        };
+        if previous != next {
+            if let Some(listener) = &*self.listener.lock().unwrap_or_else(|e| e.into_inner()) {
+                listener(next, previous);
+            }
+        }
+    }
+
+    fn get(&self) -> State {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Why an application did not close cleanly.
+#[derive(Debug, thiserror::Error)]
+pub enum CloseError {
+    /// A thread had failed, or failed while closing.
+    #[error(transparent)]
+    Thread(#[from] ThreadError),
+    /// The threads did not stop within the timeout.
+    #[error("the stream threads did not stop within {0:?}")]
+    TimedOut(Duration),
+    /// The embedded broker did not stop cleanly.
+    #[error("stopping the embedded broker: {0}")]
+    Broker(std::io::Error),
+}
+
+/// A streams application.
+pub struct Streams {
+    topology: Arc<Topology>,
+    config: StreamsConfig,
+    shared: Arc<Shared>,
+    shutdown: Option<watch::Sender<bool>>,
+    threads: Vec<JoinHandle<Result<(), ThreadError>>>,
+    #[cfg(feature = "embedded")]
+    embedded: Option<EmbeddedBroker>,
+    bootstrap: Option<String>,
+}
+
+impl std::fmt::Debug for Streams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Streams")
+            .field("application_id", &self.config.application_id)
+            .field("state", &self.state())
+            .field("bootstrap", &self.bootstrap)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Streams {
+    /// The application running `topology` with `config`.
+    pub fn new(topology: Topology, config: StreamsConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        Ok(Self {
+            topology: Arc::new(topology),
+            config,
+            shared: Arc::new(Shared {
+                state: Mutex::new(State::Created),
+                listener: Mutex::new(None),
+            }),
+            shutdown: None,
+            threads: Vec::new(),
+            #[cfg(feature = "embedded")]
+            embedded: None,
+            bootstrap: None,
+        })
+    }
+
+    /// Hears every change of state from now on.
+    pub fn set_state_listener(&self, listener: impl Fn(State, State) + Send + Sync + 'static) {
+        *self
+            .shared
+            .listener
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(Box::new(listener));
+    }
+
+    /// Where the application is in its life.
+    pub fn state(&self) -> State {
+        self.shared.get()
+    }
+
+    /// The brokers the application uses (the embedded one's address once started).
+    pub fn bootstrap(&self) -> Option<&str> {
+        self.bootstrap.as_deref()
+    }
+
+    /// Starts the application: the embedded broker if it has no other, its internal topics,
+    /// and its stream threads. Returns once the threads run; they join the group in the
+    /// background ([`State::Rebalancing`], then [`State::Running`]).
+    pub async fn start(&mut self) -> Result<(), StartError> {
+        if self.state() != State::Created {
+            return Err(StartError::Client(ClientError::State(format!(
+                "the application is {:?}, not created",
+                self.state()
+            ))));
+        }
+        let dir = self.config.application_state_dir();
+        let bootstrap = match &self.config.bootstrap {
+            Bootstrap::Servers(servers) => servers.join(","),
+            Bootstrap::Embedded => self.start_embedded(&dir).await?,
+        };
+        self.bootstrap = Some(bootstrap.clone());
+        let admin = Admin::connect(&bootstrap).await?;
+        create_internal_topics(&admin, &self.topology, &self.config).await?;
+        let stores = Arc::new(SledStores::new(&dir));
+        let (shutdown, watch) = watch::channel(false);
+        let process = format!("{}-{}", std::process::id(), millis());
+        let placement = PlacementConfig {
+            standby_replicas: self.config.num_standby_replicas,
+            acceptable_recovery_lag: self.config.acceptable_recovery_lag,
+            max_warmup_replicas: self.config.max_warmup_replicas,
+        };
+        self.shared.set(State::Rebalancing);
+        let assigned = Arc::new(AtomicUsize::new(0));
+        let threads = self.config.num_stream_threads;
+        for _ in 0..threads {
+            let assignor = Arc::new(StreamsAssignor::new(
+                self.topology.clone(),
+                self.config.application_id.clone(),
+                placement,
+                LocalState {
+                    process: process.clone(),
+                    endpoint: self.config.application_server.clone(),
+                    ..LocalState::default()
+                },
+            ));
+            let (shared, assigned) = (self.shared.clone(), assigned.clone());
+            let on_first_assignment = Box::new(move || {
+                if assigned.fetch_add(1, Ordering::AcqRel) + 1 == threads
+                    && shared.get() == State::Rebalancing
+                {
+                    shared.set(State::Running);
+                }
+            });
+            let context = ThreadContext {
+                topology: self.topology.clone(),
+                config: self.config.clone(),
+                bootstrap: bootstrap.clone(),
+                stores: stores.clone(),
+                assignor,
+                shutdown: watch.clone(),
+                on_first_assignment: Some(on_first_assignment),
+            };
+            let shared = self.shared.clone();
+            self.threads.push(tokio::spawn(async move {
+                let outcome = thread::run(context).await;
+                if let Err(e) = &outcome {
+                    tracing::error!("stream thread failed: {e}");
+                    shared.set(State::Error);
+                }
+                outcome
+            }));
+        }
+        self.shutdown = Some(shutdown);
+        Ok(())
+    }
+
+    /// Starts the embedded broker, its log beside the stores it backs (so the two stay in
+    /// step), and returns its address.
+    #[cfg(feature = "embedded")]
+    async fn start_embedded(&mut self, dir: &Path) -> Result<String, StartError> {
+        let broker = EmbeddedBroker::start_in(dir.join("broker"))
+            .await
+            .map_err(|e| {
+                StartError::Client(ClientError::State(format!(
+                    "starting the embedded broker: {e}"
+                )))
+            })?;
+        let bootstrap = broker.bootstrap();
+        self.embedded = Some(broker);
+        Ok(bootstrap)
+    }
+
+    /// Without the embedded broker, an application needs `bootstrap.servers`.
+    #[cfg(not(feature = "embedded"))]
+    async fn start_embedded(&mut self, _dir: &Path) -> Result<String, StartError> {
+        Err(StartError::Client(ClientError::Config(
+            "bootstrap.servers is not set, and this build has no embedded broker".into(),
+        )))
+    }
+
+    /// Stops the threads (each commits what it processed and closes its tasks), waiting up
+    /// to `timeout`, then the embedded broker.
+    pub async fn close(&mut self, timeout: Duration) -> Result<(), CloseError> {
+        let failed = self.state() == State::Error;
+        if !failed {
+            self.shared.set(State::PendingShutdown);
+        }
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(true);
+        }
+        let threads = std::mem::take(&mut self.threads);
+        let joined = tokio::time::timeout(timeout, futures::future::join_all(threads)).await;
+        let mut outcome = Ok(());
+        match joined {
+            Ok(results) => {
+                for result in results {
+                    match result {
+                        Ok(Err(e)) if outcome.is_ok() => outcome = Err(CloseError::Thread(e)),
+                        Err(e) if outcome.is_ok() => {
+                            outcome = Err(CloseError::Thread(ThreadError::Assignment(format!(
+                                "a stream thread panicked: {e}"
+                            ))))
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Err(_) => outcome = Err(CloseError::TimedOut(timeout)),
+        }
+        #[cfg(feature = "embedded")]
+        if let Some(broker) = self.embedded.take() {
+            if let Err(e) = broker.shutdown().await {
+                outcome = outcome.and(Err(CloseError::Broker(e)));
+            }
+        }
+        if !failed {
+            self.shared.set(State::NotRunning);
+        }
+        outcome
+    }
+
+    /// Deletes the application's local state (its stores, and the embedded broker's log);
+    /// only while it does not run.
+    pub fn cleanup(&self) -> std::io::Result<()> {
+        if matches!(
+            self.state(),
+            State::Rebalancing | State::Running | State::PendingShutdown
+        ) {
+            return Err(std::io::Error::other(
+                "the application is running: close it before cleaning up its state",
+            ));
+        }
+        match std::fs::remove_dir_all(self.config.application_state_dir()) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
+    }
+}
+
+fn millis() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}

@@ -1,0 +1,331 @@
+//! A stream thread (at-least-once): one consumer in the application's group, one producer,
+//! and the tasks the group gives it. It polls records and hands each to its task, turns the
+//! tasks' crank, sends what they write (outputs, repartition records, changelog records),
+//! and at every commit interval waits for those sends and commits the input offsets, so
+//! that a record is reprocessed after a crash rather than lost. A new task restores its
+//! stores from their changelogs first.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use eddy_core::log::{Record, TopicPartition};
+use eddy_core::streams::internals::{StreamTask, TaskConfig};
+use eddy_core::streams::{StreamsError, TaskId, Topology};
+use tokio::sync::watch;
+
+use super::assignor::placement::RUNNING;
+use super::assignor::StreamsAssignor;
+use super::restore::{restore_task, RestoreError};
+use super::StreamsConfig;
+use crate::client::{
+    ClientError, Consumer, ConsumerConfig, Delivery, IsolationLevel, OffsetReset, Producer,
+    ProducerConfig, ProducerRecord,
+};
+use crate::store::SledStores;
+
+/// Why a stream thread stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ThreadError {
+    /// The cluster could not be reached or refused a request.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// A task failed.
+    #[error("task {task}: {source}")]
+    Task {
+        /// The task.
+        task: TaskId,
+        /// What went wrong.
+        source: StreamsError,
+    },
+    /// A task's state could not be restored.
+    #[error(transparent)]
+    Restore(#[from] RestoreError),
+    /// The group's leader could not assign tasks.
+    #[error("the application cannot run: {0}")]
+    Assignment(String),
+}
+
+/// What a stream thread needs to run.
+pub(crate) struct ThreadContext {
+    pub(crate) topology: Arc<Topology>,
+    pub(crate) config: StreamsConfig,
+    pub(crate) bootstrap: String,
+    pub(crate) stores: Arc<SledStores>,
+    pub(crate) assignor: Arc<StreamsAssignor>,
+    pub(crate) shutdown: watch::Receiver<bool>,
+    /// Called once, when the thread has taken up its first tasks.
+    pub(crate) on_first_assignment: Option<Box<dyn FnOnce() + Send + Sync>>,
+}
+
+/// The thread's running state.
+struct StreamThread {
+    context: ThreadContext,
+    consumer: Consumer,
+    restore_consumer: Consumer,
+    producer: Producer,
+    tasks: BTreeMap<TaskId, StreamTask>,
+    /// Which task reads each input partition.
+    inputs: HashMap<TopicPartition, TaskId>,
+    /// Sends not yet known to have arrived.
+    deliveries: Vec<(Option<TopicPartition>, Delivery)>,
+    /// The next input offset of each partition, once processed.
+    processed: BTreeMap<TopicPartition, i64>,
+    /// The offset after the last acknowledged changelog record, by changelog partition.
+    changelog_reached: BTreeMap<TopicPartition, i64>,
+    last_commit: Instant,
+}
+
+fn millis_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Runs a stream thread until shutdown is asked for or it fails.
+pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
+    let config = &context.config;
+    let mut consumer_config = ConsumerConfig::new(&context.bootstrap)
+        .group_id(&config.application_id)
+        .auto_offset_reset(OffsetReset::Earliest)
+        .isolation_level(IsolationLevel::ReadCommitted);
+    consumer_config.client.client_id = format!("{}-consumer", config.application_id);
+    let mut consumer = Consumer::new(consumer_config)?;
+    consumer.set_assignors(vec![context.assignor.clone()]);
+    let app = &config.application_id;
+    let mut sources: Vec<String> = context
+        .topology
+        .subtopologies()
+        .iter()
+        .filter(|s| !s.global)
+        .flat_map(|s| {
+            s.source_topics
+                .iter()
+                .map(|t| context.topology.full_topic_name(app, t))
+        })
+        .collect();
+    sources.sort();
+    sources.dedup();
+    let names: Vec<&str> = sources.iter().map(String::as_str).collect();
+    consumer.subscribe(&names)?;
+    let restore_consumer = Consumer::new(
+        ConsumerConfig::new(&context.bootstrap).isolation_level(IsolationLevel::ReadCommitted),
+    )?;
+    let producer = Producer::new(ProducerConfig::new(&context.bootstrap))?;
+    let mut thread = StreamThread {
+        context,
+        consumer,
+        restore_consumer,
+        producer,
+        tasks: BTreeMap::new(),
+        inputs: HashMap::new(),
+        deliveries: Vec::new(),
+        processed: BTreeMap::new(),
+        changelog_reached: BTreeMap::new(),
+        last_commit: Instant::now(),
+    };
+    let outcome = thread.run().await;
+    let closed = thread.close(outcome.is_ok()).await;
+    let left = thread.consumer.close().await;
+    outcome.and(closed).and(left.map_err(ThreadError::from))
+}
+
+impl StreamThread {
+    async fn run(&mut self) -> Result<(), ThreadError> {
+        let poll_wait = Duration::from_millis(100);
+        while !*self.context.shutdown.borrow() {
+            let records = self.consumer.poll(poll_wait).await?;
+            if let Some(assignment) = self.context.assignor.take_assignment() {
+                if let Some(error) = assignment.error {
+                    return Err(ThreadError::Assignment(error));
+                }
+                let active: Vec<TaskId> = assignment.active.iter().map(|&t| t.into()).collect();
+                self.reassign(&active).await?;
+                if let Some(first) = self.context.on_first_assignment.take() {
+                    first();
+                }
+            }
+            for record in records {
+                let tp = TopicPartition::new(record.topic.as_ref(), record.partition);
+                let Some(task) = self.inputs.get(&tp).and_then(|id| self.tasks.get_mut(id)) else {
+                    continue;
+                };
+                let id = task.id();
+                let offset = record.offset;
+                let input = Record {
+                    key: record.key,
+                    value: record.value,
+                    headers: record.headers,
+                    timestamp: record.timestamp,
+                };
+                task.add_record(&record.topic, offset, input)
+                    .map_err(|source| ThreadError::Task { task: id, source })?;
+                self.processed.insert(tp, offset + 1);
+            }
+            self.process().await?;
+            if self.last_commit.elapsed() >= self.context.config.commit_interval() {
+                self.commit().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs every queued record through its task and sends what the tasks wrote.
+    async fn process(&mut self) -> Result<(), ThreadError> {
+        let now = millis_now();
+        for (id, task) in &mut self.tasks {
+            let failed = |source| ThreadError::Task { task: *id, source };
+            task.set_wall_clock(now).map_err(failed)?;
+            while task.process().map_err(failed)? {}
+            task.check_stores().map_err(failed)?;
+        }
+        self.send_written().await
+    }
+
+    /// Sends the tasks' output and changelog records, and forgets them.
+    async fn send_written(&mut self) -> Result<(), ThreadError> {
+        for task in self.tasks.values_mut() {
+            let partition = task.id().partition;
+            for r in task.output().iter() {
+                let copy = |b: &[u8]| Bytes::copy_from_slice(b);
+                let record = ProducerRecord {
+                    topic: r.topic.into(),
+                    partition: r.partition,
+                    key: r.key.map(copy),
+                    value: r.value.map(copy),
+                    headers: r.headers.to_vec(),
+                    timestamp: Some(r.timestamp),
+                };
+                self.deliveries
+                    .push((None, self.producer.send(record).await?));
+            }
+            task.clear_output();
+            for (topic, batch) in task.changelog() {
+                let tp = TopicPartition::new(topic, partition);
+                for (key, value) in batch.iter() {
+                    let record = match value {
+                        Some(v) => ProducerRecord::new(topic, Bytes::copy_from_slice(v))
+                            .key(Bytes::copy_from_slice(key)),
+                        None => ProducerRecord::tombstone(topic, Bytes::copy_from_slice(key)),
+                    }
+                    .partition(partition);
+                    self.deliveries
+                        .push((Some(tp.clone()), self.producer.send(record).await?));
+                }
+            }
+            task.clear_changelog();
+        }
+        Ok(())
+    }
+
+    /// Waits for every send, then commits the input offsets processed and records in each
+    /// store the changelog offset it reached.
+    async fn commit(&mut self) -> Result<(), ThreadError> {
+        for task in self.tasks.values_mut() {
+            task.flush_stores();
+        }
+        self.send_written().await?;
+        for (changelog, delivery) in self.deliveries.drain(..) {
+            let metadata = delivery.await?;
+            if let Some(tp) = changelog {
+                let next = metadata.offset + 1;
+                let reached = self.changelog_reached.entry(tp).or_insert(next);
+                *reached = (*reached).max(next);
+            }
+        }
+        let offsets: BTreeMap<TopicPartition, i64> = self
+            .processed
+            .iter()
+            .filter(|(tp, _)| self.inputs.contains_key(*tp))
+            .map(|(tp, o)| (tp.clone(), *o))
+            .collect();
+        if !offsets.is_empty() {
+            self.consumer.commit(&offsets).await?;
+        }
+        for task in self.tasks.values_mut() {
+            let partition = task.id().partition;
+            let reached = &self.changelog_reached;
+            task.commit_stores(|topic| {
+                reached.get(&TopicPartition::new(topic, partition)).copied()
+            });
+        }
+        self.last_commit = Instant::now();
+        Ok(())
+    }
+
+    /// Takes up the tasks of a new assignment: those that go are committed and closed first,
+    /// those that come are created and restored.
+    async fn reassign(&mut self, active: &[TaskId]) -> Result<(), ThreadError> {
+        let going: Vec<TaskId> = self
+            .tasks
+            .keys()
+            .filter(|id| !active.contains(id))
+            .copied()
+            .collect();
+        if !going.is_empty() {
+            self.commit().await?;
+            for id in going {
+                if let Some(mut task) = self.tasks.remove(&id) {
+                    task.close()
+                        .map_err(|source| ThreadError::Task { task: id, source })?;
+                }
+                self.inputs.retain(|_, t| *t != id);
+            }
+            // Offsets of partitions that went are another member's to commit now.
+            let inputs = &self.inputs;
+            self.processed.retain(|tp, _| inputs.contains_key(tp));
+        }
+        let context = &self.context;
+        let app = &context.config.application_id;
+        let coming: Vec<TaskId> = active
+            .iter()
+            .filter(|id| !self.tasks.contains_key(id))
+            .copied()
+            .collect();
+        for id in coming {
+            let mut task_config = TaskConfig::new(app.clone());
+            task_config.stores = context.stores.clone();
+            task_config.cache_max_bytes = context.config.statestore_cache_max_bytes
+                / context.config.num_stream_threads.max(1);
+            let mut task = StreamTask::new(&context.topology, id, &task_config).map_err(|e| {
+                ThreadError::Task {
+                    task: id,
+                    source: StreamsError::Processor {
+                        processor: format!("task {id}"),
+                        reason: e.to_string(),
+                    },
+                }
+            })?;
+            let restored = restore_task(&mut self.restore_consumer, &mut task).await?;
+            tracing::info!(task = %id, records = restored.records, elapsed = ?restored.elapsed, "task restored");
+            task.init()
+                .map_err(|source| ThreadError::Task { task: id, source })?;
+            for topic in task.input_topics() {
+                self.inputs
+                    .insert(TopicPartition::new(&*topic, id.partition), id);
+            }
+            self.tasks.insert(id, task);
+        }
+        // What this thread reports at the next rebalance: the tasks it runs, caught up.
+        let owned: BTreeSet<TaskId> = self.tasks.keys().copied().collect();
+        let sums = owned.iter().map(|&t| (t, RUNNING)).collect();
+        context.assignor.set_owned(owned, sums);
+        Ok(())
+    }
+
+    /// Commits (on a clean stop), closes the tasks and the clients.
+    async fn close(&mut self, clean: bool) -> Result<(), ThreadError> {
+        let committed = if clean { self.commit().await } else { Ok(()) };
+        for (id, task) in &mut self.tasks {
+            if let Err(e) = task.close() {
+                tracing::warn!(task = %id, "closing: {e}");
+            }
+        }
+        self.tasks.clear();
+        let producer = self.producer.close().await;
+        committed?;
+        producer?;
+        Ok(())
+    }
+}

@@ -1,0 +1,144 @@
+//! A streams application running for real on a broker (embedded, or the one
+//! `EDDY_TEST_BOOTSTRAP` names): a count by key with its state in sled, at-least-once. It
+//! counts what it reads, keeps counting after a clean restart (its state on disk, nothing
+//! to restore), and after its state directory is wiped (restored from the changelog).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use eddy::app::{Bootstrap, State, Streams, StreamsConfig};
+use eddy::client::{
+    Consumer, ConsumerConfig, OffsetReset, Producer, ProducerConfig, ProducerRecord,
+};
+use eddy::serde::{I64Serde, Nullable, StringSerde};
+use eddy::streams::{Consumed, Grouped, Materialized, Produced, StreamsBuilder, Topology};
+use eddy_tests::TestBroker;
+
+fn counting(input: &str, output: &str) -> Topology {
+    let builder = StreamsBuilder::new();
+    builder
+        .stream(input, Consumed::with(StringSerde, StringSerde))
+        .group_by_key(Grouped::with(StringSerde, StringSerde))
+        .count(Materialized::named("counts"))
+        .to_stream()
+        .to(output, Produced::with(StringSerde, Nullable(I64Serde)));
+    builder.build().unwrap()
+}
+
+fn config(app: &str, broker: &TestBroker, state: &std::path::Path) -> StreamsConfig {
+    let mut config = StreamsConfig::new(app);
+    config.bootstrap = Bootstrap::Servers(vec![broker.bootstrap().to_string()]);
+    config.state_dir = state.to_path_buf();
+    config.commit_interval_ms = Some(Duration::from_millis(100));
+    config
+}
+
+async fn produce(broker: &TestBroker, topic: &str, keys: &[&str]) {
+    let producer = Producer::new(ProducerConfig::new(broker.bootstrap())).unwrap();
+    for key in keys {
+        producer
+            .send(ProducerRecord::new(topic, "x").key(key.to_string()))
+            .await
+            .unwrap();
+    }
+    producer.flush().await.unwrap();
+}
+
+/// Reads `topic` from the start until each key's latest count is `expected`'s.
+async fn latest_counts(
+    broker: &TestBroker,
+    topic: &str,
+    expected: &BTreeMap<String, i64>,
+) -> BTreeMap<String, i64> {
+    let mut consumer = Consumer::new(
+        ConsumerConfig::new(broker.bootstrap()).auto_offset_reset(OffsetReset::Earliest),
+    )
+    .unwrap();
+    let partitions = consumer.partition_count(topic).await.unwrap();
+    let all: Vec<_> = (0..partitions)
+        .map(|p| eddy::log::TopicPartition::new(topic, p))
+        .collect();
+    consumer.assign(&all).unwrap();
+    consumer.seek_to_beginning(&all).await.unwrap();
+    let mut latest = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while &latest != expected && Instant::now() < deadline {
+        for r in consumer.poll(Duration::from_millis(200)).await.unwrap() {
+            let key = String::from_utf8(r.key.unwrap().to_vec()).unwrap();
+            let value = i64::from_be_bytes(r.value.unwrap()[..].try_into().unwrap());
+            latest.insert(key, value);
+        }
+    }
+    latest
+}
+
+/// The application started, once its threads have their tasks.
+async fn running(input: &str, output: &str, config: StreamsConfig) -> Streams {
+    let mut streams = Streams::new(counting(input, output), config).unwrap();
+    streams.start().await.unwrap();
+    wait_for(&streams, State::Running).await;
+    streams
+}
+
+async fn wait_for(streams: &Streams, state: State) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while streams.state() != state {
+        assert!(Instant::now() < deadline, "still {:?}", streams.state());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_count_by_key_runs_restarts_and_restores() {
+    let broker = TestBroker::start().await;
+    let input = broker.create_topic(&broker.unique("words"), 2).await;
+    let output = broker.create_topic(&broker.unique("word-counts"), 2).await;
+    let app = broker.unique("count-app");
+    let state = tempfile::tempdir().unwrap();
+
+    let mut streams = Streams::new(
+        counting(&input, &output),
+        config(&app, &broker, state.path()),
+    )
+    .unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    streams.set_state_listener(move |new, old| log.lock().unwrap().push((old, new)));
+    streams.start().await.unwrap();
+    wait_for(&streams, State::Running).await;
+    produce(&broker, &input, &["a", "b", "a", "c", "a", "b"]).await;
+    let mut expected = BTreeMap::from([
+        ("a".to_string(), 3),
+        ("b".to_string(), 2),
+        ("c".to_string(), 1),
+    ]);
+    assert_eq!(latest_counts(&broker, &output, &expected).await, expected);
+    streams.close(Duration::from_secs(30)).await.unwrap();
+    assert_eq!(streams.state(), State::NotRunning);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            (State::Created, State::Rebalancing),
+            (State::Rebalancing, State::Running),
+            (State::Running, State::PendingShutdown),
+            (State::PendingShutdown, State::NotRunning),
+        ]
+    );
+
+    // Restarted over the same state: the counts go on.
+    let mut streams = running(&input, &output, config(&app, &broker, state.path())).await;
+    produce(&broker, &input, &["a", "c"]).await;
+    expected.insert("a".into(), 4);
+    expected.insert("c".into(), 2);
+    assert_eq!(latest_counts(&broker, &output, &expected).await, expected);
+    streams.close(Duration::from_secs(30)).await.unwrap();
+
+    // With its state directory gone, the application rebuilds its store from the changelog.
+    streams.cleanup().unwrap();
+    assert!(!state.path().join(&app).exists());
+    let mut streams = running(&input, &output, config(&app, &broker, state.path())).await;
+    produce(&broker, &input, &["b"]).await;
+    expected.insert("b".into(), 3);
+    assert_eq!(latest_counts(&broker, &output, &expected).await, expected);
+    streams.close(Duration::from_secs(30)).await.unwrap();
+}
