@@ -177,3 +177,59 @@ async fn sends_outside_a_transaction_are_refused() {
     producer.begin_transaction().unwrap();
     producer.commit_transaction().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_read_committed_position_moves_past_the_markers_it_skips() {
+    let broker = TestBroker::start().await;
+    let topic = broker.create_topic("markers", 1).await;
+    let producer = transactional(&broker, &broker.unique("markers-txn"));
+    producer.init_transactions().await.unwrap();
+    // A committed transaction of two records, then an aborted one of one: the log holds
+    // records at 0 and 1, a commit marker at 2, a record at 3 and an abort marker at 4.
+    producer.begin_transaction().unwrap();
+    for value in ["a", "b"] {
+        producer
+            .send(ProducerRecord::new(&topic, value).partition(0))
+            .await
+            .unwrap();
+    }
+    producer.commit_transaction().await.unwrap();
+    producer.begin_transaction().unwrap();
+    producer
+        .send(ProducerRecord::new(&topic, "gone").partition(0))
+        .await
+        .unwrap()
+        // Written before the abort, so that the log holds it and the abort marker.
+        .await
+        .unwrap();
+    producer.abort_transaction().await.unwrap();
+    let tp = TopicPartition::new(&topic, 0);
+    let mut consumer = Consumer::new(committed_reader(&broker)).unwrap();
+    consumer.assign(std::slice::from_ref(&tp)).unwrap();
+    // The markers are written after EndTxn answers: the end moves to 5 once both are.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let end = loop {
+        consumer
+            .seek_to_end(std::slice::from_ref(&tp))
+            .await
+            .unwrap();
+        let end = consumer.position(&tp).await.unwrap();
+        if end == 5 || Instant::now() > deadline {
+            break end;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(end, 5);
+    // From the commit marker on there is nothing to read, yet the position reaches the end,
+    // as Kafka's consumer's does.
+    consumer.seek(&tp, 2).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while consumer.position(&tp).await.unwrap() < end && Instant::now() < deadline {
+        assert!(consumer
+            .poll(Duration::from_millis(100))
+            .await
+            .unwrap()
+            .is_empty());
+    }
+    assert_eq!(consumer.position(&tp).await.unwrap(), end);
+}

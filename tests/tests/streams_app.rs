@@ -1,14 +1,15 @@
 //! A streams application running for real on a broker (embedded, or the one
-//! `EDDY_TEST_BOOTSTRAP` names): a count by key with its state in sled, at-least-once. It
-//! counts what it reads, keeps counting after a clean restart (its state on disk, nothing
-//! to restore), and after its state directory is wiped (restored from the changelog).
+//! `EDDY_TEST_BOOTSTRAP` names): a count by key with its state in sled, at-least-once and
+//! exactly-once. It counts what it reads, keeps counting after a clean restart (its state on
+//! disk, nothing to restore), and after its state directory is wiped (restored from the
+//! changelog).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use eddy::app::{Bootstrap, State, Streams, StreamsConfig};
+use eddy::app::{Bootstrap, ProcessingGuarantee, State, Streams, StreamsConfig};
 use eddy::client::{
-    Consumer, ConsumerConfig, OffsetReset, Producer, ProducerConfig, ProducerRecord,
+    Consumer, ConsumerConfig, IsolationLevel, OffsetReset, Producer, ProducerConfig, ProducerRecord,
 };
 use eddy::serde::{I64Serde, Nullable, StringSerde};
 use eddy::streams::{Consumed, Grouped, Materialized, Produced, StreamsBuilder, Topology};
@@ -25,8 +26,14 @@ fn counting(input: &str, output: &str) -> Topology {
     builder.build().unwrap()
 }
 
-fn config(app: &str, broker: &TestBroker, state: &std::path::Path) -> StreamsConfig {
+fn config(
+    app: &str,
+    broker: &TestBroker,
+    state: &std::path::Path,
+    guarantee: ProcessingGuarantee,
+) -> StreamsConfig {
     let mut config = StreamsConfig::new(app);
+    config.processing_guarantee = guarantee;
     config.bootstrap = Bootstrap::Servers(vec![broker.bootstrap().to_string()]);
     config.state_dir = state.to_path_buf();
     config.commit_interval_ms = Some(Duration::from_millis(100));
@@ -51,7 +58,9 @@ async fn latest_counts(
     expected: &BTreeMap<String, i64>,
 ) -> BTreeMap<String, i64> {
     let mut consumer = Consumer::new(
-        ConsumerConfig::new(broker.bootstrap()).auto_offset_reset(OffsetReset::Earliest),
+        ConsumerConfig::new(broker.bootstrap())
+            .auto_offset_reset(OffsetReset::Earliest)
+            .isolation_level(IsolationLevel::ReadCommitted),
     )
     .unwrap();
     let partitions = consumer.partition_count(topic).await.unwrap();
@@ -89,7 +98,16 @@ async fn wait_for(streams: &Streams, state: State) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_count_by_key_runs_restarts_and_restores() {
+async fn at_least_once_a_count_by_key_runs_restarts_and_restores() {
+    counts_run_restart_and_restore(ProcessingGuarantee::AtLeastOnce).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_once_a_count_by_key_runs_restarts_and_restores() {
+    counts_run_restart_and_restore(ProcessingGuarantee::ExactlyOnceV2).await;
+}
+
+async fn counts_run_restart_and_restore(guarantee: ProcessingGuarantee) {
     let broker = TestBroker::start().await;
     let input = broker.create_topic(&broker.unique("words"), 2).await;
     let output = broker.create_topic(&broker.unique("word-counts"), 2).await;
@@ -98,7 +116,7 @@ async fn a_count_by_key_runs_restarts_and_restores() {
 
     let mut streams = Streams::new(
         counting(&input, &output),
-        config(&app, &broker, state.path()),
+        config(&app, &broker, state.path(), guarantee),
     )
     .unwrap();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -126,7 +144,12 @@ async fn a_count_by_key_runs_restarts_and_restores() {
     );
 
     // Restarted over the same state: the counts go on.
-    let mut streams = running(&input, &output, config(&app, &broker, state.path())).await;
+    let mut streams = running(
+        &input,
+        &output,
+        config(&app, &broker, state.path(), guarantee),
+    )
+    .await;
     produce(&broker, &input, &["a", "c"]).await;
     expected.insert("a".into(), 4);
     expected.insert("c".into(), 2);
@@ -136,7 +159,12 @@ async fn a_count_by_key_runs_restarts_and_restores() {
     // With its state directory gone, the application rebuilds its store from the changelog.
     streams.cleanup().unwrap();
     assert!(!state.path().join(&app).exists());
-    let mut streams = running(&input, &output, config(&app, &broker, state.path())).await;
+    let mut streams = running(
+        &input,
+        &output,
+        config(&app, &broker, state.path(), guarantee),
+    )
+    .await;
     produce(&broker, &input, &["b"]).await;
     expected.insert("b".into(), 3);
     assert_eq!(latest_counts(&broker, &output, &expected).await, expected);

@@ -168,7 +168,7 @@ impl Streams {
         self.shared.set(State::Rebalancing);
         let assigned = Arc::new(AtomicUsize::new(0));
         let threads = self.config.num_stream_threads;
-        for _ in 0..threads {
+        for index in 0..threads {
             let assignor = Arc::new(StreamsAssignor::new(
                 self.topology.clone(),
                 self.config.application_id.clone(),
@@ -194,6 +194,8 @@ impl Streams {
                 stores: stores.clone(),
                 assignor,
                 shutdown: watch.clone(),
+                index,
+                process: process.clone(),
                 on_first_assignment: Some(on_first_assignment),
             };
             let shared = self.shared.clone();

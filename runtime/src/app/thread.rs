@@ -1,9 +1,11 @@
-//! A stream thread (at-least-once): one consumer in the application's group, one producer,
-//! and the tasks the group gives it. It polls records and hands each to its task, turns the
-//! tasks' crank, sends what they write (outputs, repartition records, changelog records),
-//! and at every commit interval waits for those sends and commits the input offsets, so
-//! that a record is reprocessed after a crash rather than lost. A new task restores its
-//! stores from their changelogs first.
+//! A stream thread: one consumer in the application's group, one producer, and the tasks
+//! the group gives it. It polls records and hands each to its task, turns the tasks' crank,
+//! sends what they write (outputs, repartition records, changelog records), and commits at
+//! every commit interval. At-least-once, a commit waits for the sends and then commits the
+//! input offsets, so that a record is reprocessed after a crash rather than lost.
+//! Exactly-once (v2), the thread's producer is transactional: what the tasks write and the
+//! input offsets commit in one transaction, and the stores' write buffers reach sled only
+//! once it has committed. A new task restores its stores from their changelogs first.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -18,7 +20,7 @@ use tokio::sync::watch;
 use super::assignor::placement::RUNNING;
 use super::assignor::StreamsAssignor;
 use super::restore::{restore_task, RestoreError};
-use super::StreamsConfig;
+use super::{ProcessingGuarantee, StreamsConfig};
 use crate::client::{
     ClientError, Consumer, ConsumerConfig, Delivery, IsolationLevel, OffsetReset, Producer,
     ProducerConfig, ProducerRecord,
@@ -55,6 +57,10 @@ pub(crate) struct ThreadContext {
     pub(crate) stores: Arc<SledStores>,
     pub(crate) assignor: Arc<StreamsAssignor>,
     pub(crate) shutdown: watch::Receiver<bool>,
+    /// The thread's number in its instance, and the instance's id: its transactional id's
+    /// parts.
+    pub(crate) index: usize,
+    pub(crate) process: String,
     /// Called once, when the thread has taken up its first tasks.
     pub(crate) on_first_assignment: Option<Box<dyn FnOnce() + Send + Sync>>,
 }
@@ -75,6 +81,9 @@ struct StreamThread {
     /// The offset after the last acknowledged changelog record, by changelog partition.
     changelog_reached: BTreeMap<TopicPartition, i64>,
     last_commit: Instant,
+    /// Exactly-once: whether the producer's transaction is open.
+    exactly_once: bool,
+    in_transaction: bool,
 }
 
 fn millis_now() -> i64 {
@@ -112,7 +121,16 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
     let restore_consumer = Consumer::new(
         ConsumerConfig::new(&context.bootstrap).isolation_level(IsolationLevel::ReadCommitted),
     )?;
-    let producer = Producer::new(ProducerConfig::new(&context.bootstrap))?;
+    let exactly_once = config.processing_guarantee == ProcessingGuarantee::ExactlyOnceV2;
+    let mut producer_config = ProducerConfig::new(&context.bootstrap);
+    if exactly_once {
+        producer_config = producer_config
+            .transactional_id(format!("{app}-{}-{}", context.process, context.index));
+    }
+    let producer = Producer::new(producer_config)?;
+    if exactly_once {
+        producer.init_transactions().await?;
+    }
     let mut thread = StreamThread {
         context,
         consumer,
@@ -124,6 +142,8 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
         processed: BTreeMap::new(),
         changelog_reached: BTreeMap::new(),
         last_commit: Instant::now(),
+        exactly_once,
+        in_transaction: false,
     };
     let outcome = thread.run().await;
     let closed = thread.close(outcome.is_ok()).await;
@@ -183,8 +203,24 @@ impl StreamThread {
         self.send_written().await
     }
 
+    /// Opens a transaction if exactly-once needs one and none is open.
+    fn begin(&mut self) -> Result<(), ThreadError> {
+        if self.exactly_once && !self.in_transaction {
+            self.producer.begin_transaction()?;
+            self.in_transaction = true;
+        }
+        Ok(())
+    }
+
     /// Sends the tasks' output and changelog records, and forgets them.
     async fn send_written(&mut self) -> Result<(), ThreadError> {
+        let written = self
+            .tasks
+            .values()
+            .any(|t| !t.output().is_empty() || !t.changelog().is_empty());
+        if written {
+            self.begin()?;
+        }
         for task in self.tasks.values_mut() {
             let partition = task.id().partition;
             for r in task.output().iter() {
@@ -219,29 +255,42 @@ impl StreamThread {
         Ok(())
     }
 
-    /// Waits for every send, then commits the input offsets processed and records in each
-    /// store the changelog offset it reached.
+    /// Waits for every send, then commits the input offsets processed (in the transaction,
+    /// exactly-once) and records in each store the changelog offset it reached (applying its
+    /// write buffer, exactly-once).
     async fn commit(&mut self) -> Result<(), ThreadError> {
         for task in self.tasks.values_mut() {
             task.flush_stores();
         }
         self.send_written().await?;
-        for (changelog, delivery) in self.deliveries.drain(..) {
-            let metadata = delivery.await?;
-            if let Some(tp) = changelog {
-                let next = metadata.offset + 1;
-                let reached = self.changelog_reached.entry(tp).or_insert(next);
-                *reached = (*reached).max(next);
-            }
-        }
         let offsets: BTreeMap<TopicPartition, i64> = self
             .processed
             .iter()
             .filter(|(tp, _)| self.inputs.contains_key(*tp))
             .map(|(tp, o)| (tp.clone(), *o))
             .collect();
-        if !offsets.is_empty() {
-            self.consumer.commit(&offsets).await?;
+        if self.exactly_once {
+            if !offsets.is_empty() {
+                self.begin()?;
+            }
+            if self.in_transaction {
+                if let Err(e) = self.commit_transaction(&offsets).await {
+                    for task in self.tasks.values_mut() {
+                        task.abort_stores();
+                    }
+                    if let Err(abort) = self.producer.abort_transaction().await {
+                        tracing::warn!("aborting the transaction: {abort}");
+                    }
+                    self.in_transaction = false;
+                    return Err(e);
+                }
+                self.in_transaction = false;
+            }
+        } else {
+            self.await_deliveries().await?;
+            if !offsets.is_empty() {
+                self.consumer.commit(&offsets).await?;
+            }
         }
         for task in self.tasks.values_mut() {
             let partition = task.id().partition;
@@ -251,6 +300,37 @@ impl StreamThread {
             });
         }
         self.last_commit = Instant::now();
+        Ok(())
+    }
+
+    /// Exactly-once: the sends arrived, the offsets join the transaction, it commits.
+    async fn commit_transaction(
+        &mut self,
+        offsets: &BTreeMap<TopicPartition, i64>,
+    ) -> Result<(), ThreadError> {
+        self.await_deliveries().await?;
+        if !offsets.is_empty() {
+            let group = self.consumer.group_metadata().ok_or_else(|| {
+                ThreadError::Client(ClientError::State("the consumer has no group".into()))
+            })?;
+            self.producer
+                .send_offsets_to_transaction(offsets, &group)
+                .await?;
+        }
+        self.producer.commit_transaction().await?;
+        Ok(())
+    }
+
+    /// Waits for every send, noting the changelog offsets they reached.
+    async fn await_deliveries(&mut self) -> Result<(), ThreadError> {
+        for (changelog, delivery) in self.deliveries.drain(..) {
+            let metadata = delivery.await?;
+            if let Some(tp) = changelog {
+                let next = metadata.offset + 1;
+                let reached = self.changelog_reached.entry(tp).or_insert(next);
+                *reached = (*reached).max(next);
+            }
+        }
         Ok(())
     }
 
@@ -288,6 +368,7 @@ impl StreamThread {
             task_config.stores = context.stores.clone();
             task_config.cache_max_bytes = context.config.statestore_cache_max_bytes
                 / context.config.num_stream_threads.max(1);
+            task_config.write_buffer = self.exactly_once;
             let mut task = StreamTask::new(&context.topology, id, &task_config).map_err(|e| {
                 ThreadError::Task {
                     task: id,

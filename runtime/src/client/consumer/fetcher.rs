@@ -56,6 +56,9 @@ struct Buffered {
     tp: TopicPartition,
     epoch: u64,
     records: VecDeque<ConsumerRecord>,
+    /// The offset after the fetched batches: where the position is once these records are
+    /// handed out (past trailing control batches and aborted records, as Kafka's is).
+    next: i64,
 }
 
 type Answer = (
@@ -265,6 +268,8 @@ impl Fetcher {
                 out.push(record);
             }
             if buffer.records.is_empty() {
+                // Past what the fetch skipped at its end (control batches, aborted records).
+                state.position = Some(state.position.unwrap_or(0).max(buffer.next));
                 state.buffered = state.buffered.saturating_sub(1);
                 self.buffered.remove(i);
             }
@@ -272,14 +277,13 @@ impl Fetcher {
         out
     }
 
-    /// Whether records wait to be handed out.
+    /// Whether fetched answers wait to be taken: records to hand out, or a move of the
+    /// position past what a fetch skipped.
     pub(crate) fn has_buffered(&self) -> bool {
         self.buffered.iter().any(|b| {
-            !b.records.is_empty()
-                && self
-                    .partitions
-                    .get(&b.tp)
-                    .is_some_and(|s| s.epoch == b.epoch && !s.paused)
+            self.partitions
+                .get(&b.tp)
+                .is_some_and(|s| s.epoch == b.epoch && !s.paused)
         })
     }
 
@@ -471,9 +475,14 @@ impl Fetcher {
                 )?;
                 let state = self.partitions.get_mut(&tp).expect("found above");
                 state.fetch_offset = next;
-                if !records.is_empty() {
+                if !records.is_empty() || next > offset {
                     state.buffered += 1;
-                    self.buffered.push_back(Buffered { tp, epoch, records });
+                    self.buffered.push_back(Buffered {
+                        tp,
+                        epoch,
+                        records,
+                        next,
+                    });
                 }
             }
         }

@@ -368,7 +368,11 @@ impl Consumer {
                 let records = self.fetcher.take_records(self.config.max_poll_records);
                 // Prefetch while the application works on these.
                 self.fetcher.send_fetches().await;
-                return Ok(records);
+                if !records.is_empty() {
+                    return Ok(records);
+                }
+                // Only positions moved (past control batches or aborted records).
+                continue;
             }
             self.fetcher.send_fetches().await;
             let now = Instant::now();
