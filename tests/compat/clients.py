@@ -98,3 +98,20 @@ def create_topic(bootstrap: str, name: str, partitions: int, config: dict | None
         if time.monotonic() > deadline:
             raise AssertionError(f"topic {name} has no leader for every partition after 30s")
         time.sleep(0.05)
+
+
+def open_transactions(bootstrap: str, topics: dict[str, int]) -> list[str]:
+    """Partitions (of `topics`, by partition count) whose last stable offset is not their
+    high watermark: a transaction left open."""
+    ends = {}
+    for isolation in ("read_committed", "read_uncommitted"):
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ends", "isolation.level": isolation})
+        try:
+            ends[isolation] = {
+                (t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=10, cached=False)[1]
+                for t, n in topics.items() for p in range(n)
+            }
+        finally:
+            consumer.close()
+    return [f"{t}-{p}: {ends['read_committed'][(t, p)]} < {hw}"
+            for (t, p), hw in ends["read_uncommitted"].items() if ends["read_committed"][(t, p)] != hw]

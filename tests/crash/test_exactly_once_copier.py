@@ -15,7 +15,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from brokers import Broker
-from clients import create_topic, read_to_end
+from clients import create_topic, open_transactions, read_to_end
 
 PARTITIONS = 3
 RECORDS = 100_000
@@ -55,22 +55,6 @@ def read_committed(bootstrap: str, topic: str) -> dict[int, list[str]]:
     for m in read_to_end(bootstrap, topic, PARTITIONS, "read_committed", timeout=120):
         out[m.partition()].append(m.value().decode())
     return out
-
-
-def open_transactions(bootstrap: str, topics: dict[str, int]) -> list[str]:
-    """Partitions whose last stable offset is not their high watermark."""
-    ends = {}
-    for isolation in ("read_committed", "read_uncommitted"):
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ends", "isolation.level": isolation})
-        try:
-            ends[isolation] = {
-                (t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=10, cached=False)[1]
-                for t, n in topics.items() for p in range(n)
-            }
-        finally:
-            consumer.close()
-    return [f"{t}-{p}: {ends['read_committed'][(t, p)]} < {hw}"
-            for (t, p), hw in ends["read_uncommitted"].items() if ends["read_committed"][(t, p)] != hw]
 
 
 def test_a_transactional_copier_copies_exactly_once_through_sigkills(tmp_path):

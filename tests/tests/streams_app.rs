@@ -170,3 +170,48 @@ async fn counts_run_restart_and_restore(guarantee: ProcessingGuarantee) {
     assert_eq!(latest_counts(&broker, &output, &expected).await, expected);
     streams.close(Duration::from_secs(30)).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_claims_more_than_its_changelog_holds_is_refused() {
+    let broker = TestBroker::start().await;
+    let input = broker.create_topic(&broker.unique("words"), 1).await;
+    let output = broker.create_topic(&broker.unique("word-counts"), 1).await;
+    let app = broker.unique("ahead-app");
+    let state = tempfile::tempdir().unwrap();
+    let guarantee = ProcessingGuarantee::AtLeastOnce;
+    let mut streams = running(
+        &input,
+        &output,
+        config(&app, &broker, state.path(), guarantee),
+    )
+    .await;
+    produce(&broker, &input, &["a", "b", "a"]).await;
+    let expected = BTreeMap::from([("a".to_string(), 2), ("b".to_string(), 1)]);
+    assert_eq!(latest_counts(&broker, &output, &expected).await, expected);
+    streams.close(Duration::from_secs(30)).await.unwrap();
+
+    // The changelog starts over (another cluster, say) while the store keeps its offset.
+    let admin = eddy::client::Admin::connect(broker.bootstrap())
+        .await
+        .unwrap();
+    let changelog = format!("{app}-counts-changelog");
+    admin.delete_topics(&[&changelog]).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while admin.list_topics(false).await.unwrap().contains(&changelog) {
+        assert!(Instant::now() < deadline, "{changelog} is not deleted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut streams = Streams::new(
+        counting(&input, &output),
+        config(&app, &broker, state.path(), guarantee),
+    )
+    .unwrap();
+    streams.start().await.unwrap();
+    wait_for(&streams, State::Error).await;
+    let error = streams
+        .close(Duration::from_secs(30))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("past the changelog's end"), "{error}");
+}

@@ -159,7 +159,12 @@ impl Streams {
         create_internal_topics(&admin, &self.topology, &self.config).await?;
         let stores = Arc::new(SledStores::new(&dir));
         let (shutdown, watch) = watch::channel(false);
-        let process = format!("{}-{}", std::process::id(), millis());
+        let process = process_id(&dir).map_err(|e| {
+            StartError::Client(ClientError::State(format!(
+                "the state directory {}: {e}",
+                dir.display()
+            )))
+        })?;
         let placement = PlacementConfig {
             standby_replicas: self.config.num_standby_replicas,
             acceptable_recovery_lag: self.config.acceptable_recovery_lag,
@@ -295,8 +300,26 @@ impl Streams {
     }
 }
 
-fn millis() -> u128 {
-    std::time::SystemTime::now()
+/// The id of this instance: kept in its state directory, so that an instance restarted
+/// over the same state is the same instance to the group's assignor and to the
+/// transaction coordinator (its transactional ids fence what a crashed run left open).
+fn process_id(dir: &Path) -> std::io::Result<String> {
+    const FILE: &str = "eddy-process-id";
+    let path = dir.join(FILE);
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        let id = text.trim();
+        let valid = !id.is_empty()
+            && id.len() <= 64
+            && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+        if valid {
+            return Ok(id.to_string());
+        }
+    }
+    std::fs::create_dir_all(dir)?;
+    let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis())
+        .map_or(0, |d| d.as_nanos());
+    let id = format!("{:x}-{:x}", std::process::id(), nanos);
+    std::fs::write(&path, &id)?;
+    Ok(id)
 }

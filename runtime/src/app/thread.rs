@@ -95,10 +95,15 @@ fn millis_now() -> i64 {
 /// Runs a stream thread until shutdown is asked for or it fails.
 pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
     let config = &context.config;
-    let mut consumer_config = ConsumerConfig::new(&context.bootstrap)
-        .group_id(&config.application_id)
-        .auto_offset_reset(OffsetReset::Earliest)
-        .isolation_level(IsolationLevel::ReadCommitted);
+    // The user's client settings first (Kafka Streams' prefixes), then what the thread needs.
+    let bootstrap = [("bootstrap.servers", context.bootstrap.as_str())];
+    let main = config.client_properties_for("main.consumer");
+    let mut consumer_config =
+        ConsumerConfig::from_properties(bootstrap.iter().copied().chain(main))?
+            .group_id(&config.application_id)
+            .auto_offset_reset(OffsetReset::Earliest)
+            .isolation_level(IsolationLevel::ReadCommitted);
+    consumer_config.enable_auto_commit = false;
     consumer_config.client.client_id = format!("{}-consumer", config.application_id);
     let mut consumer = Consumer::new(consumer_config)?;
     consumer.set_assignors(vec![context.assignor.clone()]);
@@ -118,14 +123,26 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
     sources.dedup();
     let names: Vec<&str> = sources.iter().map(String::as_str).collect();
     consumer.subscribe(&names)?;
+    let restore = config.client_properties_for("restore.consumer");
     let restore_consumer = Consumer::new(
-        ConsumerConfig::new(&context.bootstrap).isolation_level(IsolationLevel::ReadCommitted),
+        ConsumerConfig::from_properties(bootstrap.iter().copied().chain(restore))?
+            .isolation_level(IsolationLevel::ReadCommitted),
     )?;
     let exactly_once = config.processing_guarantee == ProcessingGuarantee::ExactlyOnceV2;
-    let mut producer_config = ProducerConfig::new(&context.bootstrap);
+    let producer_properties = config.client_properties_for("producer");
+    let sets_timeout = producer_properties
+        .iter()
+        .any(|(k, _)| *k == "transaction.timeout.ms");
+    let mut producer_config =
+        ProducerConfig::from_properties(bootstrap.iter().copied().chain(producer_properties))?;
     if exactly_once {
         producer_config = producer_config
             .transactional_id(format!("{app}-{}-{}", context.process, context.index));
+        if !sets_timeout {
+            // Kafka Streams' default under exactly-once: a crashed thread's open
+            // transaction holds its partitions' readers back no longer than this.
+            producer_config = producer_config.transaction_timeout(Duration::from_secs(10));
+        }
     }
     let producer = Producer::new(producer_config)?;
     if exactly_once {
@@ -263,12 +280,7 @@ impl StreamThread {
             task.flush_stores();
         }
         self.send_written().await?;
-        let offsets: BTreeMap<TopicPartition, i64> = self
-            .processed
-            .iter()
-            .filter(|(tp, _)| self.inputs.contains_key(*tp))
-            .map(|(tp, o)| (tp.clone(), *o))
-            .collect();
+        let offsets = self.committable().await;
         if self.exactly_once {
             if !offsets.is_empty() {
                 self.begin()?;
@@ -301,6 +313,27 @@ impl StreamThread {
         }
         self.last_commit = Instant::now();
         Ok(())
+    }
+
+    /// The offset to commit for each input partition: the consumer's position, as Kafka
+    /// Streams commits it (every record polled is processed by now, and the position is
+    /// past the transaction markers that follow the last one, so a caught-up application
+    /// shows no lag), or after the last record processed where the position is not known.
+    async fn committable(&mut self) -> BTreeMap<TopicPartition, i64> {
+        let mut offsets = BTreeMap::new();
+        let inputs: Vec<TopicPartition> = self.inputs.keys().cloned().collect();
+        for tp in inputs {
+            let processed = self.processed.get(&tp).copied();
+            let position = match processed {
+                // Nothing read from it yet: its committed offset stands.
+                None => None,
+                Some(_) => self.consumer.position(&tp).await.ok(),
+            };
+            if let Some(offset) = processed.max(position) {
+                offsets.insert(tp, offset);
+            }
+        }
+        offsets
     }
 
     /// Exactly-once: the sends arrived, the offsets join the transaction, it commits.
