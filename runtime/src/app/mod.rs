@@ -2,8 +2,8 @@
 //! state in stores on disk. [`Streams`] is the entry point; its settings are a
 //! [`StreamsConfig`]; it creates the topics it needs at start ([`topics::plan`],
 //! [`create_internal_topics`]), spreads its tasks with the [`assignor`], restores their
-//! stores from changelogs ([`restore_task`]) and runs them on stream threads
-//! (at-least-once so far).
+//! stores from changelogs ([`restore_task`]) and runs them on stream threads, at-least-once
+//! or exactly-once.
 
 pub mod assignor;
 mod config;
