@@ -7,8 +7,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use bytes::Bytes;
-
 use crate::log::{partition_for_key, Record, Timestamp};
 use crate::serde::Serde;
 use crate::streams::internals::{EmitIntervals, PartitionCounts, StreamTask, TaskConfig};
@@ -125,22 +123,16 @@ impl DriverState {
         task.check_stores()?;
         task.clear_changelog();
         task.commit_stores(|_| None);
-        let written: Vec<(String, Option<i32>, Record)> = task
-            .output()
-            .iter()
-            .map(|r| {
-                let record = Record {
-                    key: r.key.map(Bytes::copy_from_slice),
-                    value: r.value.map(Bytes::copy_from_slice),
-                    headers: r.headers.to_vec(),
-                    timestamp: r.timestamp,
-                };
-                (r.topic.to_string(), r.partition, record)
-            })
-            .collect();
+        let written = task.output().to_records();
         task.clear_output();
-        for (topic, partition, record) in written {
-            self.write(&topic, partition, record)?;
+        for r in written {
+            let record = Record {
+                key: r.key,
+                value: r.value,
+                headers: r.headers,
+                timestamp: r.timestamp,
+            };
+            self.write(&r.topic, r.partition, record)?;
         }
         Ok(())
     }

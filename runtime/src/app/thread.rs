@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use eddy_core::log::{Record, TopicPartition};
 use eddy_core::streams::internals::{StreamTask, TaskConfig};
 use eddy_core::streams::{StreamsError, TaskId, Topology};
@@ -22,8 +21,8 @@ use super::assignor::StreamsAssignor;
 use super::restore::{restore_task, RestoreError};
 use super::{ProcessingGuarantee, StreamsConfig};
 use crate::client::{
-    ClientError, Consumer, ConsumerConfig, Delivery, IsolationLevel, OffsetReset, Producer,
-    ProducerConfig, ProducerRecord,
+    ClientError, Consumer, ConsumerConfig, ConsumerRecord, Delivery, IsolationLevel, OffsetReset,
+    Producer, ProducerConfig, ProducerRecord, Topic,
 };
 use crate::store::SledStores;
 
@@ -183,26 +182,42 @@ impl StreamThread {
                     first();
                 }
             }
-            for record in records {
-                let tp = TopicPartition::new(record.topic.as_ref(), record.partition);
-                let Some(task) = self.inputs.get(&tp).and_then(|id| self.tasks.get_mut(id)) else {
-                    continue;
-                };
-                let id = task.id();
-                let offset = record.offset;
-                let input = Record {
-                    key: record.key,
-                    value: record.value,
-                    headers: record.headers,
-                    timestamp: record.timestamp,
-                };
-                task.add_record(&record.topic, offset, input)
-                    .map_err(|source| ThreadError::Task { task: id, source })?;
-                self.processed.insert(tp, offset + 1);
-            }
+            self.route(records)?;
             self.process().await?;
             if self.last_commit.elapsed() >= self.context.config.commit_interval() {
                 self.commit().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Queues polled records on their tasks. A poll hands records over partition by
+    /// partition, so each run of one partition's records finds its task once.
+    fn route(&mut self, records: Vec<ConsumerRecord>) -> Result<(), ThreadError> {
+        let mut records = records.into_iter().peekable();
+        while let Some(first) = records.peek() {
+            let (topic, partition) = (first.topic.clone(), first.partition);
+            let mut run = Vec::new();
+            while let Some(r) = records.next_if(|r| r.partition == partition && r.topic == topic) {
+                let input = Record {
+                    key: r.key,
+                    value: r.value,
+                    headers: r.headers,
+                    timestamp: r.timestamp,
+                };
+                run.push((r.offset, input));
+            }
+            let tp = TopicPartition::new(&*topic, partition);
+            // A partition without a task was revoked: its new owner reads it again.
+            let Some(task) = self.inputs.get(&tp).and_then(|id| self.tasks.get_mut(id)) else {
+                continue;
+            };
+            let id = task.id();
+            let next = run.last().map(|(offset, _)| offset + 1);
+            task.add_records(&topic, run)
+                .map_err(|source| ThreadError::Task { task: id, source })?;
+            if let Some(next) = next {
+                self.processed.insert(tp, next);
             }
         }
         Ok(())
@@ -240,14 +255,14 @@ impl StreamThread {
         }
         for task in self.tasks.values_mut() {
             let partition = task.id().partition;
-            for r in task.output().iter() {
-                let copy = |b: &[u8]| Bytes::copy_from_slice(b);
+            // One copy of each buffer for all its records; each record a slice of it.
+            for r in task.output().to_records() {
                 let record = ProducerRecord {
                     topic: r.topic.into(),
                     partition: r.partition,
-                    key: r.key.map(copy),
-                    value: r.value.map(copy),
-                    headers: r.headers.to_vec(),
+                    key: r.key,
+                    value: r.value,
+                    headers: r.headers,
                     timestamp: Some(r.timestamp),
                 };
                 self.deliveries
@@ -256,13 +271,16 @@ impl StreamThread {
             task.clear_output();
             for (topic, batch) in task.changelog() {
                 let tp = TopicPartition::new(topic, partition);
-                for (key, value) in batch.iter() {
-                    let record = match value {
-                        Some(v) => ProducerRecord::new(topic, Bytes::copy_from_slice(v))
-                            .key(Bytes::copy_from_slice(key)),
-                        None => ProducerRecord::tombstone(topic, Bytes::copy_from_slice(key)),
-                    }
-                    .partition(partition);
+                let name = Topic::from(topic);
+                for change in batch.to_records() {
+                    let record = ProducerRecord {
+                        topic: name.clone(),
+                        partition: Some(partition),
+                        key: Some(change.key),
+                        value: change.value,
+                        headers: Vec::new(),
+                        timestamp: None,
+                    };
                     self.deliveries
                         .push((Some(tp.clone()), self.producer.send(record).await?));
                 }

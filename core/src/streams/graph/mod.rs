@@ -12,7 +12,7 @@ mod punctuation;
 
 pub(crate) use context::StoreReader;
 pub use context::{KeyValueStoreHandle, ProcessorContext, SessionStoreHandle, WindowStoreHandle};
-pub use output::{Output, SinkRecord};
+pub use output::{Output, OutputRecord, SinkRecord};
 pub use punctuation::{Punctuation, PunctuationType, ScheduleId};
 
 use std::any::Any;

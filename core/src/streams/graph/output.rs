@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use crate::log::{Header, Timestamp};
 
 /// A record a sink wrote, as the task keeps it.
@@ -42,6 +44,23 @@ pub struct SinkRecord<'a> {
     pub headers: &'a [Header],
 }
 
+/// A record leaving a task, owning its bytes ([`Output::to_records`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputRecord {
+    /// The topic's full name.
+    pub topic: Arc<str>,
+    /// The partition a custom partitioner chose; `None` for the default.
+    pub partition: Option<i32>,
+    /// The serialized key.
+    pub key: Option<Bytes>,
+    /// The serialized value.
+    pub value: Option<Bytes>,
+    /// The record's timestamp.
+    pub timestamp: Timestamp,
+    /// Its headers.
+    pub headers: Vec<Header>,
+}
+
 impl Output {
     /// The number of records.
     pub fn len(&self) -> usize {
@@ -66,6 +85,26 @@ impl Output {
             timestamp: w.timestamp,
             headers: &w.headers,
         })
+    }
+
+    /// The records as records that own their bytes: the buffer is copied once for all of
+    /// them, each key and value a slice of the copy (what a producer takes).
+    pub fn to_records(&self) -> Vec<OutputRecord> {
+        let data = Bytes::copy_from_slice(&self.data);
+        let slice = |r: Option<(u32, u32)>| {
+            r.map(|(from, len)| data.slice(from as usize..(from + len) as usize))
+        };
+        self.records
+            .iter()
+            .map(|w| OutputRecord {
+                topic: self.topics[w.topic as usize].clone(),
+                partition: w.partition,
+                key: slice(w.key),
+                value: slice(w.value),
+                timestamp: w.timestamp,
+                headers: w.headers.clone(),
+            })
+            .collect()
     }
 
     /// Forgets every record, keeping the buffers for the next ones.

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::log::{Offset, Timestamp};
 pub use crate::streams::graph::{
-    EmitIntervals, Output, PartitionCounts, SharedStore, SinkRecord, StoreInstance,
+    EmitIntervals, Output, OutputRecord, PartitionCounts, SharedStore, SinkRecord, StoreInstance,
 };
 use crate::streams::graph::{Graph, NodeSlot, Punctuation, PunctuationType, StoreSlot, TaskState};
 use crate::streams::record::RecordMetadata;

@@ -76,11 +76,6 @@ impl StreamsAssignor {
         }
     }
 
-    /// What this member reports at its next join.
-    pub fn set_local(&self, local: LocalState) {
-        *lock(&self.local) = local;
-    }
-
     /// The tasks this member runs and the offset sums of the state its instance holds, for
     /// its next join.
     pub fn set_owned(&self, owned: BTreeSet<TaskId>, offset_sums: BTreeMap<TaskId, i64>) {
