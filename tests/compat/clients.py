@@ -115,3 +115,10 @@ def open_transactions(bootstrap: str, topics: dict[str, int]) -> list[str]:
             consumer.close()
     return [f"{t}-{p}: {ends['read_committed'][(t, p)]} < {hw}"
             for (t, p), hw in ends["read_uncommitted"].items() if ends["read_committed"][(t, p)] != hw]
+
+
+def group_members(bootstrap: str, group: str) -> list[set[int]]:
+    """The partitions each member of `group` holds, as the coordinator describes them."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    description = admin.describe_consumer_groups([group])[group].result(timeout=10)
+    return [{tp.partition for tp in m.assignment.topic_partitions} for m in description.members]

@@ -13,10 +13,9 @@ import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient
 
 from brokers import Broker, free_port
-from clients import create_topic, read_to_end
+from clients import create_topic, group_members, read_to_end
 from proxy import CuttingProxy
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,13 +78,6 @@ def test_keys_land_where_librdkafkas_murmur2_partitioner_puts_them(broker, topic
     assert len(eddy_side) == len(keys)
     assert eddy_side == librdkafka_side
     assert len(set(eddy_side.values())) == partitions
-
-
-def group_members(bootstrap: str, group: str) -> list[set[int]]:
-    """The partitions each member of `group` holds, as the coordinator describes them."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    description = admin.describe_consumer_groups([group])[group].result(timeout=10)
-    return [{tp.partition for tp in m.assignment.topic_partitions} for m in description.members]
 
 
 def test_an_eddy_consumer_and_a_confluent_kafka_consumer_share_a_group(broker, topic_name):

@@ -233,3 +233,34 @@ async fn a_read_committed_position_moves_past_the_markers_it_skips() {
     }
     assert_eq!(consumer.position(&tp).await.unwrap(), end);
 }
+
+#[tokio::test]
+async fn an_open_transaction_holds_the_committed_end_back_but_not_the_high_watermark() {
+    let broker = TestBroker::start().await;
+    let topic = broker.create_topic("open-ends", 1).await;
+    let tp = TopicPartition::new(&topic, 0);
+    let producer = transactional(&broker, &broker.unique("open-ends-txn"));
+    producer.init_transactions().await.unwrap();
+    producer.begin_transaction().unwrap();
+    for value in ["a", "b", "c"] {
+        producer
+            .send(ProducerRecord::new(&topic, value).partition(0))
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    // Unassigned partitions are measured too.
+    let consumer = Consumer::new(committed_reader(&broker)).unwrap();
+    let parts = std::slice::from_ref(&tp);
+    assert_eq!(consumer.end_offsets(parts).await.unwrap()[&tp], 0);
+    assert_eq!(consumer.high_watermarks(parts).await.unwrap()[&tp], 3);
+    producer.commit_transaction().await.unwrap();
+    // The marker follows the records: both ends reach past it once it is written.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while consumer.end_offsets(parts).await.unwrap()[&tp] != 4 {
+        assert!(Instant::now() < deadline, "the transaction stayed open");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(consumer.high_watermarks(parts).await.unwrap()[&tp], 4);
+}

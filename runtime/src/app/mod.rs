@@ -1,9 +1,9 @@
 //! The streams application: a topology running as members of a consumer group, its tasks'
 //! state in stores on disk. [`Streams`] is the entry point; its settings are a
 //! [`StreamsConfig`]; it creates the topics it needs at start ([`topics::plan`],
-//! [`create_internal_topics`]), spreads its tasks with the [`assignor`], restores their
-//! stores from changelogs ([`restore_task`]) and runs them on stream threads, at-least-once
-//! or exactly-once.
+//! [`create_internal_topics`]), spreads its tasks with the [`assignor`], and runs them on
+//! stream threads, at-least-once or exactly-once, restoring their stores from changelogs and
+//! keeping standby copies beside processing.
 
 pub mod assignor;
 mod config;
@@ -16,7 +16,7 @@ mod thread;
 pub mod topics;
 
 pub use config::{Bootstrap, ConfigError, ErrorHandling, ProcessingGuarantee, StreamsConfig};
-pub use restore::{restore_task, RestoreError, Restored};
+pub use restore::RestoreError;
 pub use setup::{create_internal_topics, StartError};
 pub use streams::{CloseError, State, StateListener, Streams};
 pub use thread::ThreadError;

@@ -158,6 +158,7 @@ impl Streams {
         let admin = Admin::connect(&bootstrap).await?;
         create_internal_topics(&admin, &self.topology, &self.config).await?;
         let stores = Arc::new(SledStores::new(&dir));
+        let on_disk_sums = thread::on_disk_sums(stores.offsets_on_disk());
         let (shutdown, watch) = watch::channel(false);
         let process = process_id(&dir).map_err(|e| {
             StartError::Client(ClientError::State(format!(
@@ -197,6 +198,7 @@ impl Streams {
                 config: self.config.clone(),
                 bootstrap: bootstrap.clone(),
                 stores: stores.clone(),
+                on_disk_sums: on_disk_sums.clone(),
                 assignor,
                 shutdown: watch.clone(),
                 index,

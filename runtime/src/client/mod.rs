@@ -80,6 +80,11 @@ pub enum ClientError {
     /// The current transaction cannot commit; abort it and begin another.
     #[error("the transaction must be aborted: {0}")]
     Abortable(String),
+    /// Offsets were refused because the group rebalanced since the committing member's
+    /// generation (Kafka's `CommitFailedException`): its partitions may have moved. A
+    /// transaction carrying them must be aborted; the member rejoins.
+    #[error("commit refused, the group rebalanced: {0}")]
+    CommitFailed(String),
     /// The client was closed.
     #[error("the client is closed")]
     Closed,

@@ -265,6 +265,47 @@ impl SledStores {
         Ok(db)
     }
 
+    /// The tasks whose state lies under the directory (each subdirectory holding a sled
+    /// database), with the changelog offset each of their stores reached: what an instance
+    /// reports so that tasks return to where their state is. Unreadable ones are skipped.
+    pub fn offsets_on_disk(&self) -> Vec<(String, Vec<i64>)> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut found = Vec::new();
+        for entry in entries.flatten() {
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            if !entry.path().join("conf").is_file() {
+                continue;
+            }
+            let was_open = self
+                .databases
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains_key(&name);
+            let Ok(db) = self.database(&name) else {
+                continue;
+            };
+            let offsets: Vec<i64> = db
+                .tree_names()
+                .into_iter()
+                .filter_map(|tree| db.open_tree(tree).ok()?.get(CHANGELOG_OFFSET).ok()?)
+                .filter_map(|value| <[u8; 8]>::try_from(&value[..]).ok())
+                .map(i64::from_be_bytes)
+                .collect();
+            drop(db);
+            if !was_open {
+                // Reopened when a task of it comes.
+                let _ = self.close(&name);
+            }
+            found.push((name, offsets));
+        }
+        found.sort();
+        found
+    }
+
     /// Closes the database of `task` once its stores are dropped, writing it to disk.
     pub fn close(&self, task: &str) -> Result<(), sled::Error> {
         let db = self

@@ -189,6 +189,10 @@ impl Timeline {
             return;
         }
         self.min_segment = min_segment;
+        if origin == Origin::Restore {
+            // The segments are found by a scan, which must see what was restored.
+            self.layers.settle_restored();
+        }
         drop_segments_before(&mut *self.layers, min_segment, |layers, k| match origin {
             Origin::Write => layers.put_unlogged(k, None),
             Origin::Restore => layers.restore(k, None),

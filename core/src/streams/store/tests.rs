@@ -139,6 +139,7 @@ proptest! {
         for record in changelog {
             rebuilt.restore(record).unwrap();
         }
+        rebuilt.layers_mut().commit(None);
         prop_assert_eq!(window_view(&rebuilt), window_view(&plain));
     }
 
@@ -166,6 +167,7 @@ proptest! {
         for record in changelog {
             rebuilt.restore(record).unwrap();
         }
+        rebuilt.layers_mut().commit(None);
         prop_assert_eq!(session_view(&rebuilt), session_view(&plain));
     }
 }

@@ -378,6 +378,7 @@ mod tests {
         for r in store.layers_mut().take_changelog() {
             rebuilt.restore(r).unwrap();
         }
+        rebuilt.layers_mut().commit(None);
         assert_eq!(rebuilt.all(), store.all());
     }
 

@@ -56,6 +56,9 @@ pub struct Subscription {
     /// For each task whose state the instance holds, the sum of its changelog offsets
     /// ([`super::placement::RUNNING`] for a task it runs).
     pub offset_sums: Vec<(WireTask, i64)>,
+    /// For each task it holds, the sum of the ends of its changelogs as this member last
+    /// saw them: what the leader measures the other instances' lags against.
+    pub end_offset_sums: Vec<(WireTask, i64)>,
     /// Its `application.server`, for interactive queries.
     pub endpoint: Option<String>,
 }
@@ -69,6 +72,9 @@ pub struct TaskAssignment {
     pub active: Vec<WireTask>,
     /// The tasks it keeps warm copies of (warmups included).
     pub standby: Vec<WireTask>,
+    /// Of the standbys, those warming up to take a task over: once they are caught up the
+    /// member asks for the probing rebalance that moves them.
+    pub warmup: Vec<WireTask>,
     /// Every instance's active partitions, by `application.server`.
     pub partitions_by_host: Vec<(String, Vec<WirePartition>)>,
     /// Every instance's standby partitions, by `application.server`.
@@ -160,6 +166,7 @@ mod tests {
             process: "p-1".into(),
             owned_tasks: vec![WireTask(0, 1), WireTask(1, 0)],
             offset_sums: vec![(WireTask(0, 1), -2), (WireTask(0, 2), 1_234)],
+            end_offset_sums: vec![(WireTask(0, 1), 77), (WireTask(0, 2), 2_000)],
             endpoint: Some("node-1:8080".into()),
         }
     }
@@ -172,6 +179,7 @@ mod tests {
             version: VERSION,
             active: vec![WireTask(0, 1)],
             standby: vec![WireTask(0, 2)],
+            warmup: vec![WireTask(0, 2)],
             partitions_by_host: vec![("node-1:8080".into(), vec![WirePartition("t".into(), 1)])],
             standby_partitions_by_host: vec![],
             probing_rebalance: true,

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use eddy_core::log::TopicPartition;
 use eddy_core::streams::{TaskId, Topology};
 
-use super::placement::{place, Instance, PlacementConfig};
+use super::placement::{place, Instance, PlacementConfig, RUNNING};
 use super::protocol::{Subscription, TaskAssignment, WirePartition, WireTask, VERSION};
 use crate::app::topics::plan;
 use crate::client::{Assignment, Assignor, MemberSubscription, RebalanceProtocol};
@@ -27,6 +27,8 @@ pub struct LocalState {
     pub owned_tasks: BTreeSet<TaskId>,
     /// For each task whose state the instance holds, the sum of its changelog offsets.
     pub offset_sums: BTreeMap<TaskId, i64>,
+    /// For each task this member holds, the sum of its changelogs' ends as last seen.
+    pub end_offset_sums: BTreeMap<TaskId, i64>,
     /// `application.server`.
     pub endpoint: Option<String>,
 }
@@ -37,8 +39,6 @@ pub struct StreamsAssignor {
     application_id: String,
     config: PlacementConfig,
     local: Mutex<LocalState>,
-    /// The latest sum of each stateful task's changelog end offsets, for the leader.
-    end_offset_sums: Mutex<BTreeMap<TaskId, i64>>,
     received: Mutex<Option<TaskAssignment>>,
 }
 
@@ -71,22 +71,22 @@ impl StreamsAssignor {
             application_id: application_id.into(),
             config,
             local: Mutex::new(local),
-            end_offset_sums: Mutex::new(BTreeMap::new()),
             received: Mutex::new(None),
         }
     }
 
-    /// The tasks this member runs and the offset sums of the state its instance holds, for
-    /// its next join.
-    pub fn set_owned(&self, owned: BTreeSet<TaskId>, offset_sums: BTreeMap<TaskId, i64>) {
+    /// What this member reports at its next join: the tasks it runs, the offset sums of the
+    /// state its instance holds, and the changelog ends it last saw.
+    pub fn set_owned(
+        &self,
+        owned: BTreeSet<TaskId>,
+        offset_sums: BTreeMap<TaskId, i64>,
+        end_offset_sums: BTreeMap<TaskId, i64>,
+    ) {
         let mut local = lock(&self.local);
         local.owned_tasks = owned;
         local.offset_sums = offset_sums;
-    }
-
-    /// The changelogs' end offsets the leader measures lags against.
-    pub fn set_end_offset_sums(&self, ends: BTreeMap<TaskId, i64>) {
-        *lock(&self.end_offset_sums) = ends;
+        local.end_offset_sums = end_offset_sums;
     }
 
     /// The assignment this member last received, taken.
@@ -171,6 +171,11 @@ impl Assignor for StreamsAssignor {
                 .iter()
                 .map(|(&t, &s)| (t.into(), s))
                 .collect(),
+            end_offset_sums: local
+                .end_offset_sums
+                .iter()
+                .map(|(&t, &s)| (t.into(), s))
+                .collect(),
             endpoint: local.endpoint.clone(),
         };
         Some(subscription.encode())
@@ -196,6 +201,7 @@ impl Assignor for StreamsAssignor {
                             process: m.member_id.clone(),
                             owned_tasks: Vec::new(),
                             offset_sums: Vec::new(),
+                            end_offset_sums: Vec::new(),
                             endpoint: None,
                         }
                     }
@@ -231,6 +237,15 @@ impl Assignor for StreamsAssignor {
         // Instances, from their members.
         let mut instances: BTreeMap<String, Instance> = BTreeMap::new();
         let mut threads: BTreeMap<String, Vec<&Member<'_>>> = BTreeMap::new();
+        // A changelog's end is the furthest any member saw, its state included.
+        let mut ends: BTreeMap<TaskId, i64> = BTreeMap::new();
+        for m in &members {
+            let s = &m.subscription;
+            for &(task, sum) in s.end_offset_sums.iter().chain(&s.offset_sums) {
+                let end = ends.entry(task.into()).or_insert(sum);
+                *end = (*end).max(sum);
+            }
+        }
         for m in &members {
             let s = &m.subscription;
             let instance = instances.entry(s.process.clone()).or_default();
@@ -238,13 +253,17 @@ impl Assignor for StreamsAssignor {
             instance
                 .previous_active
                 .extend(s.owned_tasks.iter().map(|&t| TaskId::from(t)));
+            // The threads of an instance share its state: a task one of them runs is
+            // caught up whatever another reports of it; otherwise the furthest sum counts.
             for &(task, sum) in &s.offset_sums {
-                instance.offset_sums.insert(task.into(), sum);
+                let known = instance.offset_sums.entry(task.into()).or_insert(sum);
+                if *known != RUNNING && (sum == RUNNING || sum > *known) {
+                    *known = sum;
+                }
             }
             threads.entry(s.process.clone()).or_default().push(m);
         }
         let all: BTreeSet<TaskId> = tasks.keys().copied().collect();
-        let ends = lock(&self.end_offset_sums).clone();
         let placement = place(&instances, &all, &stateful, &ends, self.config);
 
         // Each instance's tasks, dealt to its threads.
@@ -313,6 +332,18 @@ impl Assignor for StreamsAssignor {
                         .get(m.id)
                         .into_iter()
                         .flatten()
+                        .map(|&t| WireTask::from(t))
+                        .collect(),
+                    warmup: standby
+                        .get(m.id)
+                        .into_iter()
+                        .flatten()
+                        .filter(|t| {
+                            placement
+                                .instances
+                                .get(&m.subscription.process)
+                                .is_some_and(|p| p.warmup.contains(t))
+                        })
                         .map(|&t| WireTask::from(t))
                         .collect(),
                     partitions_by_host: partitions_by_host.clone(),

@@ -123,12 +123,24 @@ impl Fetcher {
 
     /// Moves the position of an assigned partition; buffered records of it are dropped.
     pub(crate) fn seek(&mut self, tp: &TopicPartition, offset: i64) -> Result<(), ClientError> {
+        self.reposition(tp, Some(offset))
+    }
+
+    /// Forgets the position of an assigned partition (its buffered records too): the next
+    /// poll finds it again from the committed offset or `auto.offset.reset`.
+    pub(crate) fn forget_position(&mut self, tp: &TopicPartition) -> Result<(), ClientError> {
+        self.reposition(tp, None)
+    }
+
+    fn reposition(&mut self, tp: &TopicPartition, offset: Option<i64>) -> Result<(), ClientError> {
         let state = self
             .partitions
             .get_mut(tp)
             .ok_or_else(|| ClientError::State(format!("{tp} is not assigned")))?;
-        state.position = Some(offset);
-        state.fetch_offset = offset;
+        state.position = offset;
+        if let Some(offset) = offset {
+            state.fetch_offset = offset;
+        }
         state.epoch += 1;
         state.buffered = 0;
         state.needs_reset = false;

@@ -208,12 +208,61 @@ impl Consumer {
         self.fetcher.seek(tp, offset)
     }
 
+    /// Forgets the positions of these assigned partitions and the records buffered for them:
+    /// the next poll resumes each from the group's committed offset (or `auto.offset.reset`),
+    /// as after records processed but never committed were thrown away.
+    pub fn reset_to_committed(&mut self, partitions: &[TopicPartition]) -> Result<(), ClientError> {
+        partitions
+            .iter()
+            .try_for_each(|tp| self.fetcher.forget_position(tp))
+    }
+
+    /// Asks the group for a rebalance at the next poll (Kafka's `enforceRebalance`); a
+    /// consumer outside a group ignores it.
+    pub fn enforce_rebalance(&self) {
+        if let Some(group) = &self.group {
+            group.request_rejoin();
+        }
+    }
+
     /// Seeks each partition to its first offset.
     pub async fn seek_to_beginning(
         &mut self,
         partitions: &[TopicPartition],
     ) -> Result<(), ClientError> {
         self.seek_to(partitions, -2).await
+    }
+
+    /// The end of each partition, assigned or not (Kafka's `endOffsets`): the high
+    /// watermark, or the last stable offset for `read_committed`.
+    pub async fn end_offsets(
+        &self,
+        partitions: &[TopicPartition],
+    ) -> Result<BTreeMap<TopicPartition, i64>, ClientError> {
+        let read_committed = self.config.isolation_level == IsolationLevel::ReadCommitted;
+        self.ends(partitions, read_committed).await
+    }
+
+    /// The high watermark of each partition, whatever the consumer's isolation level: the
+    /// end of the log, open transactions included.
+    pub async fn high_watermarks(
+        &self,
+        partitions: &[TopicPartition],
+    ) -> Result<BTreeMap<TopicPartition, i64>, ClientError> {
+        self.ends(partitions, false).await
+    }
+
+    async fn ends(
+        &self,
+        partitions: &[TopicPartition],
+        read_committed: bool,
+    ) -> Result<BTreeMap<TopicPartition, i64>, ClientError> {
+        if partitions.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let deadline = Instant::now() + self.config.client.request_timeout;
+        let ends = offsets::list(&self.cluster, partitions, -1, read_committed, deadline).await?;
+        Ok(ends.into_iter().collect())
     }
 
     /// Seeks each partition to its end (the last stable offset for `read_committed`).

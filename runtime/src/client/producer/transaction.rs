@@ -1,8 +1,9 @@
 //! Transactions of a producer with a `transactional.id`: the state machine (uninitialized →
 //! ready → in a transaction → committing or aborting → ready), the coordinator requests
 //! (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn), and the
-//! two kinds of failure a caller must tell apart: [`ClientError::Abortable`] (abort and go
-//! on) and [`ClientError::Fenced`] (another producer took over: close this one).
+//! kinds of failure a caller must tell apart: [`ClientError::Abortable`] (abort and go on),
+//! [`ClientError::CommitFailed`] (offsets of a rebalanced member: abort, rejoin) and
+//! [`ClientError::Fenced`] (another producer took over: close this one).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,6 +32,9 @@ mod code {
     pub(super) const PRODUCER_FENCED: i16 = 90;
     pub(super) const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
     pub(super) const INVALID_TXN_STATE: i16 = 48;
+    pub(super) const ILLEGAL_GENERATION: i16 = 22;
+    pub(super) const UNKNOWN_MEMBER_ID: i16 = 25;
+    pub(super) const FENCED_INSTANCE_ID: i16 = 82;
 }
 
 /// The consumer group whose offsets a transaction commits, as the group's member knows it
@@ -126,7 +130,7 @@ impl Transaction {
                 self.state = State::Fatal;
                 self.error = Some(error);
             }
-            ClientError::Abortable(_) => {
+            ClientError::Abortable(_) | ClientError::CommitFailed(_) => {
                 self.error.get_or_insert(error);
             }
             other => {
@@ -148,6 +152,9 @@ fn txn_error(what: &str, code: i16) -> ClientError {
         code::PRODUCER_FENCED
         | code::INVALID_PRODUCER_EPOCH
         | code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => ClientError::Fenced(refused.to_string()),
+        code::ILLEGAL_GENERATION | code::UNKNOWN_MEMBER_ID | code::FENCED_INSTANCE_ID => {
+            ClientError::CommitFailed(refused.to_string())
+        }
         code::CONCURRENT_TRANSACTIONS | code::OPERATION_NOT_ATTEMPTED => refused,
         _ if refused.is_retriable() => refused,
         _ => ClientError::Abortable(refused.to_string()),
@@ -243,7 +250,9 @@ pub(super) async fn add_registered_partitions(shared: &Shared) -> Result<(), Cli
         Err(error) => {
             // The partitions' batches can never be sent in this transaction.
             let error = match error {
-                e @ (ClientError::Fenced(_) | ClientError::Abortable(_)) => e,
+                e @ (ClientError::Fenced(_)
+                | ClientError::Abortable(_)
+                | ClientError::CommitFailed(_)) => e,
                 other => ClientError::Abortable(other.to_string()),
             };
             for (topic, p) in &pending {
@@ -362,6 +371,14 @@ impl Producer {
         }
     }
 
+    /// Whether another producer took over this one's `transactional.id` (or the coordinator
+    /// bumped its epoch): it can do nothing more and must be replaced.
+    pub fn is_fenced(&self) -> bool {
+        self.txn_state().is_ok_and(|(state, error, _)| {
+            state == State::Fatal && matches!(error, Some(ClientError::Fenced(_)))
+        })
+    }
+
     /// Begins a transaction: records sent from now on are committed or aborted together.
     pub fn begin_transaction(&self) -> Result<(), ClientError> {
         let shared = self.transactional()?;
@@ -475,7 +492,9 @@ impl Producer {
     /// Records `error` against the open transaction and returns it as the caller sees it.
     fn failed(&self, error: ClientError) -> ClientError {
         let error = match error {
-            e @ (ClientError::Fenced(_) | ClientError::Abortable(_)) => e,
+            e @ (ClientError::Fenced(_)
+            | ClientError::Abortable(_)
+            | ClientError::CommitFailed(_)) => e,
             other => ClientError::Abortable(other.to_string()),
         };
         self.shared()

@@ -147,6 +147,41 @@ fn a_task_store_over_sled_keeps_only_committed_writes_under_exactly_once() {
     assert!(stores.task_dir("0_0").is_dir());
 }
 
+#[test]
+fn the_state_on_disk_is_found_with_the_offsets_its_stores_reached() {
+    let dir = tempfile::tempdir().unwrap();
+    let stores = SledStores::new(dir.path());
+    let store = |name: &str| {
+        StoreBuilder::key_value(
+            name,
+            eddy_core::serde::StringSerde,
+            eddy_core::serde::I64Serde,
+        )
+    };
+    let mut counts = stores.inner("0_1", &store("counts"));
+    counts.write_batch(&mut std::iter::once((&b"a"[..], Some(&b"1"[..]))), Some(40));
+    let mut totals = stores.inner("0_1", &store("totals"));
+    totals.write_batch(&mut std::iter::empty(), Some(2));
+    // A store that never committed reports no offset.
+    let _unlogged = stores.inner("1_0", &store("seen"));
+    drop((counts, totals, _unlogged));
+    stores.close("0_1").unwrap();
+    stores.close("1_0").unwrap();
+    std::fs::create_dir(dir.path().join("not-a-store")).unwrap();
+
+    let found = stores.offsets_on_disk();
+    assert_eq!(
+        found,
+        [
+            ("0_1".to_string(), vec![40, 2]),
+            ("1_0".to_string(), vec![])
+        ]
+    );
+    // Reading them leaves nothing open: a task's store opens again.
+    let reopened = stores.inner("0_1", &store("counts"));
+    assert_eq!(reopened.changelog_offset(), Some(40));
+}
+
 /// The child's side of the crash test: batches that set every key to the batch's number,
 /// each with that number as its changelog offset, flushed now and then, until killed.
 fn write_batches_until_killed(dir: &Path) {

@@ -83,6 +83,7 @@ proptest! {
         for record in store.layers_mut().take_changelog() {
             rebuilt.restore(record);
         }
+        rebuilt.layers_mut().commit(None);
         prop_assert_eq!(pairs(rebuilt.all()), all);
         prop_assert!(store.layers_mut().take_changelog().is_empty());
     }

@@ -193,6 +193,10 @@ impl StoreLayer for RecordCache {
         self.below.restore(key, value);
     }
 
+    fn settle_restored(&mut self) {
+        self.below.settle_restored()
+    }
+
     fn changelog(&self) -> ChangelogBatch<'_> {
         self.below.changelog()
     }

@@ -92,6 +92,10 @@ impl StoreLayer for ChangeLogging {
         self.below.restore(key, value)
     }
 
+    fn settle_restored(&mut self) {
+        self.below.settle_restored()
+    }
+
     fn changelog(&self) -> ChangelogBatch<'_> {
         self.log.batch()
     }

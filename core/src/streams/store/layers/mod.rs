@@ -8,6 +8,7 @@
 mod cache;
 mod logging;
 mod overlay;
+mod restored;
 mod write_buffer;
 
 use std::ops::Bound;
@@ -16,6 +17,7 @@ pub use cache::RecordCache;
 pub use logging::{ChangeLogging, ChangelogKey};
 pub use write_buffer::WriteBuffer;
 
+use self::restored::RestoreBatch;
 use super::changelog::ChangelogBatch;
 use super::inner::{BytesStore, Visit};
 use super::{ChangelogRecord, UpdateBytes};
@@ -59,8 +61,14 @@ pub trait StoreLayer: Send {
     /// A write the changelog does not carry.
     fn put_unlogged(&mut self, key: &[u8], value: Option<&[u8]>);
 
-    /// A write read back from the changelog, applied to the inner store at once.
+    /// A write read back from the changelog, for the inner store. The bottom layer may hold
+    /// restored writes to apply many in one batch: they reach the inner store (and reads) at
+    /// the next [`commit`](Self::commit) or [`settle_restored`](Self::settle_restored), or
+    /// once enough are held.
     fn restore(&mut self, key: &[u8], value: Option<&[u8]>);
+
+    /// Applies the restored writes held, so that reads and scans see them.
+    fn settle_restored(&mut self);
 
     /// The writes recorded for the changelog since it was last cleared, in order.
     fn changelog(&self) -> ChangelogBatch<'_>;
@@ -119,7 +127,7 @@ impl LayerConfig {
         let mut store: Box<dyn StoreLayer> = if self.write_buffer {
             Box::new(WriteBuffer::new(inner))
         } else {
-            Box::new(Unbuffered(inner))
+            Box::new(Unbuffered::new(inner))
         };
         if self.logging {
             store = Box::new(ChangeLogging::new(store, keys));
@@ -131,14 +139,27 @@ impl LayerConfig {
     }
 }
 
-/// The inner store as the bottom layer, writing through.
-pub struct Unbuffered(pub Box<dyn BytesStore>);
+/// The inner store as the bottom layer, writing through (restored writes in batches).
+pub struct Unbuffered {
+    inner: Box<dyn BytesStore>,
+    restored: RestoreBatch,
+}
 
 impl Unbuffered {
+    /// The bottom layer over `inner`.
+    pub fn new(inner: Box<dyn BytesStore>) -> Self {
+        Self {
+            inner,
+            restored: RestoreBatch::default(),
+        }
+    }
+
     fn write(&mut self, key: &[u8], value: Option<&[u8]>) {
+        // Restored writes are older: they land first.
+        self.restored.apply(&mut *self.inner, None);
         match value {
-            Some(v) => self.0.put(key, v),
-            None => self.0.delete(key),
+            Some(v) => self.inner.put(key, v),
+            None => self.inner.delete(key),
         }
     }
 }
@@ -146,15 +167,23 @@ impl Unbuffered {
 impl StoreLayer for Unbuffered {
     #[inline]
     fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> bool {
-        self.0.get_into(key, out)
+        debug_assert!(
+            self.restored.is_empty(),
+            "a read before restored writes settled"
+        );
+        self.inner.get_into(key, out)
     }
 
     fn scan(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, visit: &mut Visit<'_>) {
-        self.0.scan(from, to, visit)
+        debug_assert!(
+            self.restored.is_empty(),
+            "a scan before restored writes settled"
+        );
+        self.inner.scan(from, to, visit)
     }
 
     fn len(&self) -> usize {
-        self.0.len()
+        self.inner.len()
     }
 
     fn put(&mut self, key: &[u8], value: Option<&[u8]>) {
@@ -163,7 +192,8 @@ impl StoreLayer for Unbuffered {
 
     #[inline]
     fn update(&mut self, key: &[u8], update: &mut UpdateBytes<'_>) {
-        self.0.update(key, update)
+        self.restored.apply(&mut *self.inner, None);
+        self.inner.update(key, update)
     }
 
     fn put_unlogged(&mut self, key: &[u8], value: Option<&[u8]>) {
@@ -171,7 +201,11 @@ impl StoreLayer for Unbuffered {
     }
 
     fn restore(&mut self, key: &[u8], value: Option<&[u8]>) {
-        self.write(key, value)
+        self.restored.push(&mut *self.inner, key, value)
+    }
+
+    fn settle_restored(&mut self) {
+        self.restored.apply(&mut *self.inner, None);
     }
 
     fn changelog(&self) -> ChangelogBatch<'_> {
@@ -183,20 +217,27 @@ impl StoreLayer for Unbuffered {
     fn flush(&mut self) {}
 
     fn commit(&mut self, changelog_offset: Option<i64>) {
-        if changelog_offset.is_some() {
-            self.0
-                .write_batch(&mut std::iter::empty(), changelog_offset);
+        if self.restored.is_empty() {
+            if changelog_offset.is_some() {
+                self.inner
+                    .write_batch(&mut std::iter::empty(), changelog_offset);
+            }
+        } else {
+            self.restored.apply(&mut *self.inner, changelog_offset);
         }
     }
 
-    fn abort(&mut self) {}
+    fn abort(&mut self) {
+        // Restored writes are committed ones: they stay.
+        self.restored.apply(&mut *self.inner, None);
+    }
 
     fn changelog_offset(&self) -> Option<i64> {
-        self.0.changelog_offset()
+        self.inner.changelog_offset()
     }
 
     fn failure(&self) -> Option<String> {
-        self.0.failure()
+        self.inner.failure()
     }
 }
 

@@ -219,6 +219,7 @@ proptest! {
             for record in changelog {
                 rebuilt.restore(&record.key, record.value.as_deref());
             }
+            rebuilt.commit(None);
             prop_assert_eq!(
                 scanned(&*rebuilt, Bound::Unbounded, Bound::Unbounded),
                 model.into_iter().collect::<Vec<_>>()

@@ -8,6 +8,7 @@
 use std::ops::Bound;
 
 use super::overlay::{merged_len, merged_scan, Overlay};
+use super::restored::RestoreBatch;
 use super::StoreLayer;
 use crate::streams::store::changelog::ChangelogBatch;
 use crate::streams::store::inner::{BytesStore, Visit};
@@ -21,6 +22,8 @@ pub struct WriteBuffer {
     held: Overlay<Option<Box<[u8]>>>,
     /// Where a value read from the inner store goes before an update.
     scratch: Vec<u8>,
+    /// Restored writes, committed ones, on their way to the inner store.
+    restored: RestoreBatch,
 }
 
 fn value_of(entry: &Option<Box<[u8]>>) -> Option<&[u8]> {
@@ -34,6 +37,7 @@ impl WriteBuffer {
             inner,
             held: Overlay::new(),
             scratch: Vec::new(),
+            restored: RestoreBatch::default(),
         }
     }
 
@@ -60,6 +64,10 @@ impl WriteBuffer {
 
 impl StoreLayer for WriteBuffer {
     fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> bool {
+        debug_assert!(
+            self.restored.is_empty(),
+            "a read before restored writes settled"
+        );
         match self.held.get(key) {
             Some(Some(v)) => {
                 out.extend_from_slice(v);
@@ -71,6 +79,10 @@ impl StoreLayer for WriteBuffer {
     }
 
     fn scan(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, visit: &mut Visit<'_>) {
+        debug_assert!(
+            self.restored.is_empty(),
+            "a scan before restored writes settled"
+        );
         merged_scan(
             &self.held,
             value_of,
@@ -114,10 +126,11 @@ impl StoreLayer for WriteBuffer {
     fn restore(&mut self, key: &[u8], value: Option<&[u8]>) {
         // Restored records are committed: they go to the inner store. A write held for the
         // same key is newer and stays above it.
-        match value {
-            Some(v) => self.inner.put(key, v),
-            None => self.inner.delete(key),
-        }
+        self.restored.push(&mut *self.inner, key, value)
+    }
+
+    fn settle_restored(&mut self) {
+        self.restored.apply(&mut *self.inner, None);
     }
 
     fn changelog(&self) -> ChangelogBatch<'_> {
@@ -131,11 +144,14 @@ impl StoreLayer for WriteBuffer {
     fn commit(&mut self, changelog_offset: Option<i64>) {
         let held = std::mem::take(&mut self.held);
         let mut writes = held.iter().map(|(k, v)| (&k[..], v.as_deref()));
-        self.inner.write_batch(&mut writes, changelog_offset);
+        // Restored writes are older than held ones: they land first, in the same batch.
+        self.restored
+            .apply_followed_by(&mut *self.inner, &mut writes, changelog_offset);
     }
 
     fn abort(&mut self) {
         self.held.clear();
+        self.restored.apply(&mut *self.inner, None);
     }
 
     fn changelog_offset(&self) -> Option<i64> {

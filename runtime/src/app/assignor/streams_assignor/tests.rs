@@ -39,6 +39,7 @@ fn member(
                 .map(|&t| (t, super::super::placement::RUNNING))
                 .collect(),
             endpoint: Some(format!("{process}:80")),
+            ..LocalState::default()
         },
     );
     MemberSubscription {
@@ -122,6 +123,7 @@ fn a_task_whose_partitions_another_member_owns_waits_for_them() {
             owned_tasks: owned.iter().copied().collect(),
             offset_sums: BTreeMap::new(),
             endpoint: Some(format!("{process}:80")),
+            ..LocalState::default()
         };
         let me = StreamsAssignor::new(topology.clone(), "app", CONFIG, local);
         MemberSubscription {
@@ -189,4 +191,95 @@ fn bad_user_data_makes_a_member_an_instance_without_state() {
     assert_eq!(receiver.take_assignment().unwrap().error, None);
     receiver.on_assignment(&Assignment::default(), 2);
     assert!(receiver.take_assignment().unwrap().error.is_some());
+}
+
+fn member_with(id: &str, local: LocalState) -> MemberSubscription {
+    let assignor = StreamsAssignor::new(topology(), "app", CONFIG, local);
+    MemberSubscription {
+        member_id: id.into(),
+        group_instance_id: None,
+        topics: Vec::new(),
+        owned_partitions: Vec::new(),
+        generation_id: 1,
+        user_data: assignor.subscription_user_data(&[], &[]),
+    }
+}
+
+#[test]
+fn a_newcomer_warms_up_and_takes_over_once_caught_up_by_the_ends_members_report() {
+    let counting = |p| TaskId {
+        subtopology: 1,
+        partition: p,
+    };
+    let all: Vec<TaskId> = (0..4)
+        .flat_map(|p| {
+            [
+                TaskId {
+                    subtopology: 0,
+                    partition: p,
+                },
+                counting(p),
+            ]
+        })
+        .collect();
+    let ends: BTreeMap<TaskId, i64> = (0..4).map(|p| (counting(p), 50_000)).collect();
+    let veteran = LocalState {
+        process: "p1".into(),
+        owned_tasks: all.iter().copied().collect(),
+        offset_sums: all
+            .iter()
+            .map(|&t| (t, super::super::placement::RUNNING))
+            .collect(),
+        end_offset_sums: ends.clone(),
+        endpoint: None,
+    };
+    let decode = |a: &Assignment| TaskAssignment::decode(a.user_data.as_deref().unwrap()).unwrap();
+    let stateful_active = |info: &TaskAssignment| info.active.iter().filter(|t| t.0 == 1).count();
+
+    // Without state, the newcomer gets warmups only, and a probing rebalance is asked for.
+    let newcomer = LocalState {
+        process: "p2".into(),
+        ..LocalState::default()
+    };
+    let members = [
+        member_with("m1", veteran.clone()),
+        member_with("m2", newcomer),
+    ];
+    let assignments = assignor().assign(&counts(), &members);
+    let info = decode(&assignments["m2"]);
+    assert_eq!(stateful_active(&info), 0, "{info:?}");
+    assert_eq!(info.warmup.len(), 2, "max.warmup.replicas: {info:?}");
+    assert!(info.warmup.iter().all(|t| info.standby.contains(t)));
+    assert!(info.probing_rebalance);
+    assert!(decode(&assignments["m1"]).warmup.is_empty());
+
+    // Its warmups within acceptable.recovery.lag of the ends the veteran reports: they
+    // become its active tasks.
+    let warmed: Vec<TaskId> = info.warmup.iter().map(|&t| t.into()).collect();
+    let newcomer = LocalState {
+        process: "p2".into(),
+        offset_sums: warmed.iter().map(|&t| (t, 45_000)).collect(),
+        ..LocalState::default()
+    };
+    let members = [
+        member_with("m1", veteran.clone()),
+        member_with("m2", newcomer),
+    ];
+    let info = decode(&assignor().assign(&counts(), &members)["m2"]);
+    for task in &warmed {
+        assert!(
+            info.active.contains(&(*task).into()),
+            "{task} not moved: {info:?}"
+        );
+    }
+
+    // Further behind than that, they stay warmups.
+    let newcomer = LocalState {
+        process: "p2".into(),
+        offset_sums: warmed.iter().map(|&t| (t, 30_000)).collect(),
+        ..LocalState::default()
+    };
+    let members = [member_with("m1", veteran), member_with("m2", newcomer)];
+    let info = decode(&assignor().assign(&counts(), &members)["m2"]);
+    assert_eq!(stateful_active(&info), 0, "{info:?}");
 }

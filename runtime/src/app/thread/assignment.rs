@@ -1,0 +1,425 @@
+//! How the group changes a thread's tasks. An assignment's active tasks are created and
+//! run at once when their stores are up to date, or restored by the state updater first
+//! (their input partitions paused meanwhile); its standbys follow their changelogs. Tasks
+//! that move to another member are committed and closed in the consumer's revocation
+//! callback, before the member rejoins, so that their new owner starts after the last
+//! record processed here. When the group went on without this member, or its commit was
+//! refused because it did (`CommitFailed`, a fenced producer), every active task is closed
+//! dirty: its uncommitted work is thrown away and its partitions are read again from the
+//! committed offsets. Warmups ask for the probing rebalance that moves their task as soon
+//! as they are caught up, and at `probing.rebalance.interval.ms` otherwise.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use eddy_core::log::TopicPartition;
+use eddy_core::streams::internals::{StreamTask, TaskConfig};
+use eddy_core::streams::{StreamsError, TaskId};
+
+use super::tasks::TaskManager;
+use super::ThreadError;
+use crate::app::assignor::placement::RUNNING;
+use crate::app::assignor::protocol::TaskAssignment;
+use crate::client::{ClientError, Consumer};
+
+/// Kafka error codes that say a consumer's generation is over.
+mod code {
+    pub(super) const ILLEGAL_GENERATION: i16 = 22;
+    pub(super) const UNKNOWN_MEMBER_ID: i16 = 25;
+    pub(super) const REBALANCE_IN_PROGRESS: i16 = 27;
+    pub(super) const FENCED_INSTANCE_ID: i16 = 82;
+}
+
+/// Whether `error` says that this member's tasks may belong to another member now (Kafka
+/// Streams' `TaskMigratedException`): closing them dirty and rejoining recovers.
+pub(super) fn tasks_migrated(error: &ThreadError) -> bool {
+    let ThreadError::Client(e) = error else {
+        return false;
+    };
+    matches!(e, ClientError::Fenced(_) | ClientError::CommitFailed(_))
+        || matches!(
+            e.code(),
+            Some(
+                code::ILLEGAL_GENERATION
+                    | code::UNKNOWN_MEMBER_ID
+                    | code::REBALANCE_IN_PROGRESS
+                    | code::FENCED_INSTANCE_ID
+            )
+        )
+}
+
+/// How often a member with warmups measures how far behind they are.
+const WARMUP_CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// The least time between an assignment and the probing rebalance its warmups ask for.
+const EARLIEST_PROBE: Duration = Duration::from_secs(1);
+
+/// Probing rebalances of one thread.
+#[derive(Debug)]
+pub(super) struct Probing {
+    /// This member's warmups in the current assignment.
+    warmups: BTreeSet<TaskId>,
+    /// When the current assignment came.
+    assigned_at: Instant,
+    /// When the next probing rebalance is due, if the leader asked for one.
+    due: Option<Instant>,
+    last_check: Instant,
+}
+
+impl Default for Probing {
+    fn default() -> Self {
+        Self {
+            warmups: BTreeSet::new(),
+            assigned_at: Instant::now(),
+            due: None,
+            last_check: Instant::now(),
+        }
+    }
+}
+
+impl TaskManager {
+    fn new_task(&self, id: TaskId) -> Result<StreamTask, ThreadError> {
+        let mut task_config = TaskConfig::new(self.config.application_id.clone());
+        task_config.stores = self.stores.clone();
+        task_config.cache_max_bytes =
+            self.config.statestore_cache_max_bytes / self.config.num_stream_threads.max(1);
+        task_config.write_buffer = self.exactly_once;
+        StreamTask::new(&self.topology, id, &task_config).map_err(|e| ThreadError::Task {
+            task: id,
+            source: StreamsError::Processor {
+                processor: format!("task {id}"),
+                reason: e.to_string(),
+            },
+        })
+    }
+
+    /// Runs a task whose stores are up to date: it processes from the next loop on.
+    pub(super) fn run_task(
+        &mut self,
+        consumer: &mut Consumer,
+        mut task: StreamTask,
+    ) -> Result<(), ThreadError> {
+        let id = task.id();
+        task.init()
+            .map_err(|source| ThreadError::Task { task: id, source })?;
+        let inputs = input_partitions(&task);
+        for tp in &inputs {
+            self.inputs.insert(tp.clone(), id);
+        }
+        let assigned: BTreeSet<TopicPartition> = consumer.assignment().into_iter().collect();
+        let owned: Vec<TopicPartition> = inputs
+            .into_iter()
+            .filter(|tp| assigned.contains(tp))
+            .collect();
+        consumer.resume(&owned)?;
+        self.on_disk.remove(&id);
+        self.tasks.insert(id, task);
+        Ok(())
+    }
+
+    /// Takes up a new assignment: active tasks not in it are committed and closed (with
+    /// the cooperative protocol the revocation callback did that already); new ones run,
+    /// or are restored first; standbys come and go, a standby that becomes active is
+    /// restored from where its copy got to.
+    pub(super) async fn assign(
+        &mut self,
+        consumer: &mut Consumer,
+        assignment: &TaskAssignment,
+    ) -> Result<(), ThreadError> {
+        let active: BTreeSet<TaskId> = assignment.active.iter().map(|&t| t.into()).collect();
+        let standby: BTreeSet<TaskId> = assignment.standby.iter().map(|&t| t.into()).collect();
+        let going: Vec<TaskId> = self
+            .tasks
+            .keys()
+            .copied()
+            .chain(self.updater.restoring())
+            .filter(|id| !active.contains(id))
+            .collect();
+        self.close_clean(consumer, &going).await?;
+        let standbys_going: Vec<TaskId> = self
+            .updater
+            .standbys()
+            .filter(|id| !standby.contains(id))
+            .collect();
+        for id in standbys_going {
+            self.release(id).await?;
+        }
+        for &id in &active {
+            if self.tasks.contains_key(&id) || self.updater.holds(id) {
+                continue;
+            }
+            let task = self.new_task(id)?;
+            match self.updater.add_active(task).await? {
+                Some(task) => self.run_task(consumer, task)?,
+                None => {
+                    // Its records wait until its stores are restored.
+                    let owned: BTreeSet<TopicPartition> =
+                        consumer.assignment().into_iter().collect();
+                    let task = self.updater.restoring_task(id).expect("just added");
+                    let inputs = input_partitions(task);
+                    for tp in &inputs {
+                        self.inputs.insert(tp.clone(), id);
+                    }
+                    let paused: Vec<TopicPartition> =
+                        inputs.into_iter().filter(|tp| owned.contains(tp)).collect();
+                    consumer.pause(&paused)?;
+                }
+            }
+        }
+        for &id in &standby {
+            if active.contains(&id) || self.updater.holds(id) {
+                continue;
+            }
+            let task = self.new_task(id)?;
+            self.updater.add_standby(task).await?;
+        }
+        let warmups = assignment.warmup.iter().map(|&t| t.into()).collect();
+        self.probing = Probing {
+            warmups,
+            assigned_at: Instant::now(),
+            due: assignment
+                .probing_rebalance
+                .then(|| Instant::now() + self.config.probing_rebalance_interval),
+            last_check: Instant::now(),
+        };
+        self.report_owned().await;
+        Ok(())
+    }
+
+    /// Gives up a standby or restoring task: its state stays on disk, reported from now on
+    /// by its offset sum.
+    async fn release(&mut self, id: TaskId) -> Result<(), ThreadError> {
+        if let Some(mut task) = self.updater.remove(id).await? {
+            let sum = offset_sum(&mut task);
+            self.on_disk.insert(id, sum);
+        }
+        Ok(())
+    }
+
+    /// What this thread reports at the next rebalance: the tasks it runs (caught up), the
+    /// offset sums of the state it holds and of what lies on disk, and the ends it saw.
+    pub(super) async fn report_owned(&mut self) {
+        let owned: BTreeSet<TaskId> = self
+            .tasks
+            .keys()
+            .copied()
+            .chain(self.updater.restoring())
+            .collect();
+        let mut sums = self.on_disk.clone();
+        sums.extend(self.updater.offset_sums().await);
+        for id in self.tasks.keys() {
+            sums.insert(*id, RUNNING);
+        }
+        let held: BTreeSet<TaskId> = sums.keys().copied().collect();
+        let ends = self
+            .ends
+            .iter()
+            .filter(|(id, _)| held.contains(id))
+            .map(|(&id, &end)| (id, end))
+            .collect();
+        self.assignor.set_owned(owned, sums, ends);
+    }
+
+    /// Asks for a probing rebalance when one is due: at once when this member's warmups
+    /// are caught up (within `acceptable.recovery.lag`), at the interval otherwise.
+    pub(super) async fn probe_if_due(&mut self, consumer: &Consumer) {
+        let Some(due) = self.probing.due else {
+            return;
+        };
+        if Instant::now() >= due {
+            tracing::info!("probing rebalance");
+            self.probing.due = None;
+            consumer.enforce_rebalance();
+            return;
+        }
+        if self.probing.warmups.is_empty()
+            || self.probing.assigned_at.elapsed() < EARLIEST_PROBE
+            || self.probing.last_check.elapsed() < WARMUP_CHECK_EVERY
+        {
+            return;
+        }
+        self.probing.last_check = Instant::now();
+        let ends = match self.updater.standby_end_sums().await {
+            Ok(ends) => ends,
+            Err(e) => {
+                tracing::debug!("measuring the warmups' lag: {e}");
+                return;
+            }
+        };
+        let sums = self.updater.offset_sums().await;
+        self.ends.extend(ends.iter().map(|(&id, &end)| (id, end)));
+        let lag = |id: &TaskId| {
+            let end = ends.get(id).copied().unwrap_or(0);
+            u64::try_from(end.saturating_sub(sums.get(id).copied().unwrap_or(0))).unwrap_or(0)
+        };
+        let acceptable = self.config.acceptable_recovery_lag;
+        if self.probing.warmups.iter().all(|id| lag(id) <= acceptable) {
+            tracing::info!(warmups = ?self.probing.warmups, "warmups caught up: probing rebalance");
+            self.probing.due = None;
+            self.report_owned().await;
+            consumer.enforce_rebalance();
+        }
+    }
+
+    /// The revocation callback: the tasks reading `partitions` go to another member. Every
+    /// running task commits (one transaction holds them all), then those close.
+    pub(super) async fn revoke(&mut self, consumer: &mut Consumer, partitions: &[TopicPartition]) {
+        let going: BTreeSet<TaskId> = partitions
+            .iter()
+            .filter_map(|tp| self.inputs.get(tp).copied())
+            .collect();
+        let going: Vec<TaskId> = going.into_iter().collect();
+        if let Err(e) = self.close_clean(consumer, &going).await {
+            self.fail_or_recover(consumer, e).await;
+        }
+    }
+
+    /// The loss callback: the group went on without this member; its tasks may run
+    /// elsewhere already. They close dirty.
+    pub(super) async fn lose_all(&mut self, consumer: &mut Consumer) {
+        if let Err(e) = self.close_dirty(consumer).await {
+            self.failure.get_or_insert(e);
+        }
+    }
+
+    /// Commits every running task and closes the active tasks `going` (running or being
+    /// restored).
+    async fn close_clean(
+        &mut self,
+        consumer: &mut Consumer,
+        going: &[TaskId],
+    ) -> Result<(), ThreadError> {
+        if going.is_empty() {
+            return Ok(());
+        }
+        self.commit(consumer).await?;
+        for id in going {
+            if let Some(mut task) = self.tasks.remove(id) {
+                let sum = offset_sum(&mut task);
+                self.on_disk.insert(*id, sum);
+                task.close()
+                    .map_err(|source| ThreadError::Task { task: *id, source })?;
+            } else {
+                self.release(*id).await?;
+            }
+            self.inputs.retain(|_, t| t != id);
+        }
+        // Offsets of partitions that went are another member's to commit now.
+        let inputs = &self.inputs;
+        self.processed.retain(|tp, _| inputs.contains_key(tp));
+        self.report_owned().await;
+        Ok(())
+    }
+
+    /// Recovers from `error` if it says the tasks migrated (closing them dirty and
+    /// rejoining); otherwise keeps it for the thread, which stops.
+    pub(super) async fn fail_or_recover(&mut self, consumer: &mut Consumer, error: ThreadError) {
+        if !tasks_migrated(&error) {
+            self.failure.get_or_insert(error);
+            return;
+        }
+        tracing::warn!("tasks migrated ({error}): closing them dirty and rejoining the group");
+        if let Err(e) = self.close_dirty(consumer).await {
+            self.failure.get_or_insert(e);
+            return;
+        }
+        consumer.enforce_rebalance();
+    }
+
+    /// Closes every active task without committing: what it processed since its last
+    /// commit is thrown away (the open transaction aborted, the write buffers dropped), and
+    /// its partitions are read again from their committed offsets. Standbys stay. A fenced
+    /// producer is replaced.
+    async fn close_dirty(&mut self, consumer: &mut Consumer) -> Result<(), ThreadError> {
+        self.abort().await;
+        let fenced = self.exactly_once && self.producer.is_fenced();
+        for (id, task) in &mut self.tasks {
+            if let Err(e) = task.close() {
+                tracing::warn!(task = %id, "closing dirty: {e}");
+            }
+        }
+        self.tasks.clear();
+        let restoring: Vec<TaskId> = self.updater.restoring().collect();
+        for id in restoring {
+            self.release(id).await?;
+        }
+        let assigned: BTreeSet<TopicPartition> = consumer.assignment().into_iter().collect();
+        let inputs: Vec<TopicPartition> = self
+            .inputs
+            .drain()
+            .map(|(tp, _)| tp)
+            .filter(|tp| assigned.contains(tp))
+            .collect();
+        consumer.reset_to_committed(&inputs)?;
+        self.processed.clear();
+        self.report_owned().await;
+        if fenced {
+            let old = std::mem::replace(&mut self.producer, (self.new_producer)()?);
+            if let Err(e) = old.close().await {
+                tracing::debug!("closing the fenced producer: {e}");
+            }
+            self.producer.init_transactions().await?;
+        }
+        Ok(())
+    }
+
+    /// Commits (on a clean stop), closes the tasks and the producer.
+    pub(super) async fn close(
+        &mut self,
+        consumer: &mut Consumer,
+        clean: bool,
+    ) -> Result<(), ThreadError> {
+        let committed = if clean {
+            self.commit(consumer).await
+        } else {
+            self.abort().await;
+            Ok(())
+        };
+        for (id, task) in &mut self.tasks {
+            if let Err(e) = task.close() {
+                tracing::warn!(task = %id, "closing: {e}");
+            }
+        }
+        self.tasks.clear();
+        for (id, released) in self.updater.remove_all().await {
+            if let Err(e) = released {
+                tracing::warn!(task = %id, "closing: {e}");
+            }
+        }
+        let producer = self.producer.close().await;
+        committed?;
+        producer?;
+        Ok(())
+    }
+}
+
+/// The partitions `task` reads.
+fn input_partitions(task: &StreamTask) -> Vec<TopicPartition> {
+    let partition = task.id().partition;
+    task.input_topics()
+        .iter()
+        .map(|topic| TopicPartition::new(&**topic, partition))
+        .collect()
+}
+
+/// The sum of the changelog offsets `task`'s stores reached.
+fn offset_sum(task: &mut StreamTask) -> i64 {
+    task.logged_stores()
+        .filter_map(|(_, store)| store.changelog_offset())
+        .sum()
+}
+
+/// The offset sums of the tasks whose state lies in `dirs` (task directory names with the
+/// changelog offsets of their stores), for the tasks' names that parse.
+pub(crate) fn on_disk_sums(dirs: Vec<(String, Vec<i64>)>) -> BTreeMap<TaskId, i64> {
+    dirs.into_iter()
+        .filter_map(|(name, offsets)| {
+            let (subtopology, partition) = name.split_once('_')?;
+            let id = TaskId {
+                subtopology: subtopology.parse().ok()?,
+                partition: partition.parse().ok()?,
+            };
+            Some((id, offsets.iter().sum()))
+        })
+        .collect()
+}

@@ -1,0 +1,290 @@
+//! A stream thread: one consumer in the application's group, one producer, and the tasks
+//! the group gives it. It polls records and hands each to its task, turns the tasks' crank,
+//! sends what they write (outputs, repartition records, changelog records), and commits at
+//! every commit interval. At-least-once, a commit waits for the sends and then commits the
+//! input offsets, so that a record is reprocessed after a crash rather than lost.
+//! Exactly-once (v2), the thread's producer is transactional: what the tasks write and the
+//! input offsets commit in one transaction, and the stores' write buffers reach sled only
+//! once it has committed. A new task restores its stores from their changelogs first.
+//! The tasks live in a [`TaskManager`] that the consumer's rebalance listener shares, so
+//! that tasks moving away commit before the member rejoins.
+
+mod assignment;
+mod tasks;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use eddy_core::log::TopicPartition;
+use eddy_core::streams::{StreamsError, TaskId, Topology};
+use tokio::sync::{watch, Mutex};
+
+pub(crate) use self::assignment::on_disk_sums;
+use self::tasks::{ProducerFactory, TaskManager};
+use super::assignor::StreamsAssignor;
+use super::restore::{RestoreError, StateUpdater};
+use super::{ProcessingGuarantee, StreamsConfig};
+use crate::client::{
+    ClientError, Consumer, ConsumerConfig, IsolationLevel, OffsetReset, Producer, ProducerConfig,
+    RebalanceListener,
+};
+use crate::store::SledStores;
+
+/// Why a stream thread stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ThreadError {
+    /// The cluster could not be reached or refused a request.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// A task failed.
+    #[error("task {task}: {source}")]
+    Task {
+        /// The task.
+        task: TaskId,
+        /// What went wrong.
+        source: StreamsError,
+    },
+    /// A task's state could not be restored.
+    #[error(transparent)]
+    Restore(#[from] RestoreError),
+    /// The group's leader could not assign tasks.
+    #[error("the application cannot run: {0}")]
+    Assignment(String),
+}
+
+/// What a stream thread needs to run.
+pub(crate) struct ThreadContext {
+    pub(crate) topology: Arc<Topology>,
+    pub(crate) config: StreamsConfig,
+    pub(crate) bootstrap: String,
+    pub(crate) stores: Arc<SledStores>,
+    /// The offset sums of the state the instance found on disk when it started.
+    pub(crate) on_disk_sums: BTreeMap<TaskId, i64>,
+    pub(crate) assignor: Arc<StreamsAssignor>,
+    pub(crate) shutdown: watch::Receiver<bool>,
+    /// The thread's number in its instance, and the instance's id: its transactional id's
+    /// parts.
+    pub(crate) index: usize,
+    pub(crate) process: String,
+    /// Called once, when the thread has taken up its first tasks.
+    pub(crate) on_first_assignment: Option<Box<dyn FnOnce() + Send + Sync>>,
+}
+
+/// Runs a stream thread until shutdown is asked for or it fails.
+pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
+    let ThreadContext {
+        topology,
+        config,
+        bootstrap,
+        stores,
+        on_disk_sums,
+        assignor,
+        shutdown,
+        index,
+        process,
+        mut on_first_assignment,
+    } = context;
+    // The user's client settings first (Kafka Streams' prefixes), then what the thread needs.
+    let servers = [("bootstrap.servers", bootstrap.as_str())];
+    let main = config.client_properties_for("main.consumer");
+    let mut consumer_config = ConsumerConfig::from_properties(servers.iter().copied().chain(main))?
+        .group_id(&config.application_id)
+        .auto_offset_reset(OffsetReset::Earliest)
+        .isolation_level(IsolationLevel::ReadCommitted);
+    consumer_config.enable_auto_commit = false;
+    consumer_config.client.client_id = format!("{}-consumer", config.application_id);
+    let mut consumer = Consumer::new(consumer_config)?;
+    consumer.set_assignors(vec![assignor.clone()]);
+    let app = &config.application_id;
+    let mut sources: Vec<String> = topology
+        .subtopologies()
+        .iter()
+        .filter(|s| !s.global)
+        .flat_map(|s| {
+            s.source_topics
+                .iter()
+                .map(|t| topology.full_topic_name(app, t))
+        })
+        .collect();
+    sources.sort();
+    sources.dedup();
+    // The restore consumer's fetches come back within 50 ms unless told otherwise: a fetch
+    // of caught-up standbys waiting at their ends would hold back a task that came to be
+    // restored from the same broker. Its polls hand over 1,000 records (Kafka Streams'
+    // default), each poll's landing in its store in one batch.
+    let restore = [("fetch.max.wait.ms", "50"), ("max.poll.records", "1000")]
+        .into_iter()
+        .chain(config.client_properties_for("restore.consumer"));
+    let restore_consumer = Consumer::new(
+        ConsumerConfig::from_properties(servers.iter().copied().chain(restore))?
+            .isolation_level(IsolationLevel::ReadCommitted),
+    )?;
+    let exactly_once = config.processing_guarantee == ProcessingGuarantee::ExactlyOnceV2;
+    let (new_producer, transaction_timeout) =
+        producer_factory(&config, &bootstrap, &process, index)?;
+    let producer = new_producer()?;
+    if exactly_once {
+        producer.init_transactions().await?;
+    }
+    let manager = Arc::new(Mutex::new(TaskManager {
+        topology,
+        config,
+        stores,
+        assignor: assignor.clone(),
+        updater: StateUpdater::new(restore_consumer, transaction_timeout),
+        producer,
+        new_producer,
+        exactly_once,
+        in_transaction: false,
+        tasks: BTreeMap::new(),
+        inputs: HashMap::new(),
+        deliveries: Vec::new(),
+        processed: BTreeMap::new(),
+        changelog_reached: BTreeMap::new(),
+        last_commit: Instant::now(),
+        failure: None,
+        on_disk: on_disk_sums,
+        ends: BTreeMap::new(),
+        probing: assignment::Probing::default(),
+    }));
+    manager.lock().await.report_owned().await;
+    consumer.set_rebalance_listener(Revocations {
+        manager: manager.clone(),
+    });
+    let names: Vec<&str> = sources.iter().map(String::as_str).collect();
+    consumer.subscribe(&names)?;
+    let outcome = poll_loop(
+        &mut consumer,
+        &manager,
+        &assignor,
+        &shutdown,
+        &mut on_first_assignment,
+    )
+    .await;
+    let closed = manager
+        .lock()
+        .await
+        .close(&mut consumer, outcome.is_ok())
+        .await;
+    let left = consumer.close().await;
+    outcome.and(closed).and(left.map_err(ThreadError::from))
+}
+
+/// Builds the thread's producer: transactional under exactly-once, with the transactional
+/// id `<application.id>-<process id>-<thread index>`; and its transaction timeout.
+fn producer_factory(
+    config: &StreamsConfig,
+    bootstrap: &str,
+    process: &str,
+    index: usize,
+) -> Result<(ProducerFactory, Duration), ThreadError> {
+    let exactly_once = config.processing_guarantee == ProcessingGuarantee::ExactlyOnceV2;
+    let properties = config.client_properties_for("producer");
+    let sets_timeout = properties
+        .iter()
+        .any(|(k, _)| *k == "transaction.timeout.ms");
+    let servers = [("bootstrap.servers", bootstrap)];
+    let mut producer_config =
+        ProducerConfig::from_properties(servers.iter().copied().chain(properties))?;
+    if exactly_once {
+        let app = &config.application_id;
+        producer_config = producer_config.transactional_id(format!("{app}-{process}-{index}"));
+        if !sets_timeout {
+            // Kafka Streams' default under exactly-once: a crashed thread's open
+            // transaction holds its partitions' readers back no longer than this.
+            producer_config = producer_config.transaction_timeout(Duration::from_secs(10));
+        }
+    }
+    let timeout = producer_config.transaction_timeout;
+    Ok((
+        Box::new(move || Producer::new(producer_config.clone())),
+        timeout,
+    ))
+}
+
+/// Polls and processes until shutdown is asked for or something fails that closing the
+/// tasks dirty cannot recover from.
+async fn poll_loop(
+    consumer: &mut Consumer,
+    manager: &Mutex<TaskManager>,
+    assignor: &StreamsAssignor,
+    shutdown: &watch::Receiver<bool>,
+    on_first_assignment: &mut Option<Box<dyn FnOnce() + Send + Sync>>,
+) -> Result<(), ThreadError> {
+    let poll_wait = Duration::from_millis(100);
+    let mut restoring = false;
+    while !*shutdown.borrow() {
+        // Revocations run inside the poll, and take the manager themselves. While tasks are
+        // restored the poll does not wait: the restore consumer's poll does.
+        let wait = if restoring { Duration::ZERO } else { poll_wait };
+        let records = consumer.poll(wait).await;
+        let mut tasks = manager.lock().await;
+        if let Some(e) = tasks.failure.take() {
+            return Err(e);
+        }
+        let step = async {
+            let records = records?;
+            let polled = !records.is_empty();
+            if let Some(assignment) = assignor.take_assignment() {
+                if let Some(error) = &assignment.error {
+                    return Err(ThreadError::Assignment(error.clone()));
+                }
+                tasks.assign(consumer, &assignment).await?;
+                if let Some(first) = on_first_assignment.take() {
+                    first();
+                }
+            }
+            tasks.route(records)?;
+            tasks.process().await?;
+            let restore_wait = if tasks.updater.is_restoring() && !polled {
+                RESTORE_WAIT
+            } else {
+                Duration::ZERO
+            };
+            tasks.update_state(consumer, restore_wait).await?;
+            tasks.probe_if_due(consumer).await;
+            if tasks.commit_due() {
+                tasks.commit(consumer).await?;
+            }
+            Ok(())
+        };
+        if let Err(e) = step.await {
+            tasks.fail_or_recover(consumer, e).await;
+            if let Some(e) = tasks.failure.take() {
+                return Err(e);
+            }
+        }
+        restoring = tasks.updater.is_restoring();
+    }
+    Ok(())
+}
+
+/// How long the restore consumer's poll waits for changelog records when nothing else
+/// needs the thread.
+const RESTORE_WAIT: Duration = Duration::from_millis(20);
+
+/// The consumer's rebalance listener: moving tasks commit and close before the member
+/// rejoins; lost tasks close dirty.
+struct Revocations {
+    manager: Arc<Mutex<TaskManager>>,
+}
+
+#[async_trait::async_trait]
+impl RebalanceListener for Revocations {
+    async fn on_partitions_assigned(&mut self, _: &mut Consumer, _: &[TopicPartition]) {
+        // Tasks are created from the assignor's assignment, after the poll.
+    }
+
+    async fn on_partitions_revoked(
+        &mut self,
+        consumer: &mut Consumer,
+        partitions: &[TopicPartition],
+    ) {
+        self.manager.lock().await.revoke(consumer, partitions).await;
+    }
+
+    async fn on_partitions_lost(&mut self, consumer: &mut Consumer, _: &[TopicPartition]) {
+        self.manager.lock().await.lose_all(consumer).await;
+    }
+}

@@ -1,0 +1,308 @@
+//! A stream thread's tasks (Kafka Streams' `TaskManager`): the running tasks get their
+//! records, what they write is sent, and they commit — input offsets and output in one
+//! transaction under exactly-once, offsets after acknowledged output at-least-once. Tasks
+//! being restored and standbys are the [`StateUpdater`]'s, between polls. How assignments,
+//! revocations and failed commits change the tasks is in `assignment`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use eddy_core::log::{Record, TopicPartition};
+use eddy_core::streams::internals::StreamTask;
+use eddy_core::streams::{TaskId, Topology};
+
+use super::ThreadError;
+use crate::app::assignor::StreamsAssignor;
+use crate::app::restore::StateUpdater;
+use crate::app::StreamsConfig;
+use crate::client::{
+    ClientError, Consumer, ConsumerRecord, Delivery, Producer, ProducerRecord, Topic,
+};
+use crate::store::SledStores;
+
+/// Builds the thread's producer: again after it was fenced.
+pub(super) type ProducerFactory = Box<dyn Fn() -> Result<Producer, ClientError> + Send + Sync>;
+
+/// The tasks of one stream thread and what is in flight for them.
+pub(super) struct TaskManager {
+    pub(super) topology: Arc<Topology>,
+    pub(super) config: StreamsConfig,
+    pub(super) stores: Arc<SledStores>,
+    pub(super) assignor: Arc<StreamsAssignor>,
+    pub(super) producer: Producer,
+    pub(super) new_producer: ProducerFactory,
+    /// Exactly-once: whether the producer is transactional, and its transaction open.
+    pub(super) exactly_once: bool,
+    pub(super) in_transaction: bool,
+    /// The active tasks that run.
+    pub(super) tasks: BTreeMap<TaskId, StreamTask>,
+    /// Active tasks being restored, and standbys.
+    pub(super) updater: StateUpdater,
+    /// Which active task (running or restoring) reads each input partition.
+    pub(super) inputs: HashMap<TopicPartition, TaskId>,
+    /// Sends not yet known to have arrived.
+    pub(super) deliveries: Vec<(Option<TopicPartition>, Delivery)>,
+    /// The next input offset of each partition, once processed.
+    pub(super) processed: BTreeMap<TopicPartition, i64>,
+    /// The offset after the last acknowledged changelog record, by changelog partition.
+    pub(super) changelog_reached: BTreeMap<TopicPartition, i64>,
+    pub(super) last_commit: Instant,
+    /// What failed inside a rebalance callback, for the thread to act on after its poll.
+    pub(super) failure: Option<ThreadError>,
+    /// The offset sums of state on disk that no task here holds (reported for stickiness).
+    pub(super) on_disk: BTreeMap<TaskId, i64>,
+    /// The sum of each held task's changelog ends, as last seen.
+    pub(super) ends: BTreeMap<TaskId, i64>,
+    /// Probing rebalances: this member's warmups, and when to probe.
+    pub(super) probing: super::assignment::Probing,
+}
+
+fn millis_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl TaskManager {
+    /// Whether the commit interval has passed since the last commit.
+    pub(super) fn commit_due(&self) -> bool {
+        self.last_commit.elapsed() >= self.config.commit_interval()
+    }
+
+    /// Queues polled records on their tasks. A poll hands records over partition by
+    /// partition, so each run of one partition's records finds its task once.
+    pub(super) fn route(&mut self, records: Vec<ConsumerRecord>) -> Result<(), ThreadError> {
+        let mut records = records.into_iter().peekable();
+        while let Some(first) = records.peek() {
+            let (topic, partition) = (first.topic.clone(), first.partition);
+            let mut run = Vec::new();
+            while let Some(r) = records.next_if(|r| r.partition == partition && r.topic == topic) {
+                let input = Record {
+                    key: r.key,
+                    value: r.value,
+                    headers: r.headers,
+                    timestamp: r.timestamp,
+                };
+                run.push((r.offset, input));
+            }
+            let tp = TopicPartition::new(&*topic, partition);
+            // A partition without a task was revoked: its new owner reads it again. One of
+            // a task being restored was polled before it was paused: queued meanwhile.
+            let Some(&id) = self.inputs.get(&tp) else {
+                continue;
+            };
+            let task = match self.tasks.get_mut(&id) {
+                Some(task) => task,
+                None => match self.updater.restoring_task(id) {
+                    Some(task) => task,
+                    None => continue,
+                },
+            };
+            let id = task.id();
+            let next = run.last().map(|(offset, _)| offset + 1);
+            task.add_records(&topic, run)
+                .map_err(|source| ThreadError::Task { task: id, source })?;
+            if let Some(next) = next {
+                self.processed.insert(tp, next);
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs every queued record through its task and sends what the tasks wrote.
+    pub(super) async fn process(&mut self) -> Result<(), ThreadError> {
+        let now = millis_now();
+        for (id, task) in &mut self.tasks {
+            let failed = |source| ThreadError::Task { task: *id, source };
+            task.set_wall_clock(now).map_err(failed)?;
+            while task.process().map_err(failed)? {}
+            task.check_stores().map_err(failed)?;
+        }
+        self.send_written().await
+    }
+
+    /// Gives the state updater a poll (waiting up to `wait` for changelog records) and runs
+    /// the tasks whose restoration finished.
+    pub(super) async fn update_state(
+        &mut self,
+        consumer: &mut Consumer,
+        wait: Duration,
+    ) -> Result<(), ThreadError> {
+        for task in self.updater.poll(wait).await? {
+            self.run_task(consumer, task)?;
+        }
+        Ok(())
+    }
+
+    /// Opens a transaction if exactly-once needs one and none is open.
+    fn begin(&mut self) -> Result<(), ThreadError> {
+        if self.exactly_once && !self.in_transaction {
+            self.producer.begin_transaction()?;
+            self.in_transaction = true;
+        }
+        Ok(())
+    }
+
+    /// Sends the tasks' output and changelog records, and forgets them.
+    async fn send_written(&mut self) -> Result<(), ThreadError> {
+        let written = self
+            .tasks
+            .values()
+            .any(|t| !t.output().is_empty() || !t.changelog().is_empty());
+        if written {
+            self.begin()?;
+        }
+        for task in self.tasks.values_mut() {
+            let partition = task.id().partition;
+            // One copy of each buffer for all its records; each record a slice of it.
+            for r in task.output().to_records() {
+                let record = ProducerRecord {
+                    topic: r.topic.into(),
+                    partition: r.partition,
+                    key: r.key,
+                    value: r.value,
+                    headers: r.headers,
+                    timestamp: Some(r.timestamp),
+                };
+                self.deliveries
+                    .push((None, self.producer.send(record).await?));
+            }
+            task.clear_output();
+            for (topic, batch) in task.changelog() {
+                let tp = TopicPartition::new(topic, partition);
+                let name = Topic::from(topic);
+                for change in batch.to_records() {
+                    let record = ProducerRecord {
+                        topic: name.clone(),
+                        partition: Some(partition),
+                        key: Some(change.key),
+                        value: change.value,
+                        headers: Vec::new(),
+                        timestamp: None,
+                    };
+                    self.deliveries
+                        .push((Some(tp.clone()), self.producer.send(record).await?));
+                }
+            }
+            task.clear_changelog();
+        }
+        Ok(())
+    }
+
+    /// Waits for every send, then commits the input offsets processed (in the transaction,
+    /// exactly-once) and records in each store the changelog offset it reached (applying its
+    /// write buffer, exactly-once).
+    pub(super) async fn commit(&mut self, consumer: &mut Consumer) -> Result<(), ThreadError> {
+        for task in self.tasks.values_mut() {
+            task.flush_stores();
+        }
+        self.send_written().await?;
+        let offsets = self.committable(consumer).await;
+        if self.exactly_once {
+            if !offsets.is_empty() {
+                self.begin()?;
+            }
+            if self.in_transaction {
+                if let Err(e) = self.commit_transaction(consumer, &offsets).await {
+                    self.abort().await;
+                    return Err(e);
+                }
+                self.in_transaction = false;
+            }
+        } else {
+            self.await_deliveries().await?;
+            if !offsets.is_empty() {
+                consumer.commit(&offsets).await?;
+            }
+        }
+        for (id, task) in &mut self.tasks {
+            let partition = task.id().partition;
+            let reached = &self.changelog_reached;
+            task.commit_stores(|topic| {
+                reached.get(&TopicPartition::new(topic, partition)).copied()
+            });
+            let end: i64 = task
+                .logged_stores()
+                .filter_map(|(_, store)| store.changelog_offset())
+                .sum();
+            self.ends.insert(*id, end);
+        }
+        self.updater.commit().await?;
+        self.report_owned().await;
+        self.last_commit = Instant::now();
+        Ok(())
+    }
+
+    /// Exactly-once: throws the open transaction away, with the stores' write buffers.
+    pub(super) async fn abort(&mut self) {
+        for task in self.tasks.values_mut() {
+            task.abort_stores();
+        }
+        self.deliveries.clear();
+        if self.in_transaction {
+            if let Err(abort) = self.producer.abort_transaction().await {
+                tracing::warn!("aborting the transaction: {abort}");
+            }
+            self.in_transaction = false;
+        }
+    }
+
+    /// The offset to commit for each input partition: the consumer's position, as Kafka
+    /// Streams commits it (every record polled is processed by now, and the position is
+    /// past the transaction markers that follow the last one, so a caught-up application
+    /// shows no lag), or after the last record processed where the position is not known.
+    async fn committable(&mut self, consumer: &mut Consumer) -> BTreeMap<TopicPartition, i64> {
+        let mut offsets = BTreeMap::new();
+        let inputs: Vec<TopicPartition> = self
+            .inputs
+            .iter()
+            .filter(|(_, id)| self.tasks.contains_key(id))
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        for tp in inputs {
+            let processed = self.processed.get(&tp).copied();
+            let position = match processed {
+                // Nothing read from it yet: its committed offset stands.
+                None => None,
+                Some(_) => consumer.position(&tp).await.ok(),
+            };
+            if let Some(offset) = processed.max(position) {
+                offsets.insert(tp, offset);
+            }
+        }
+        offsets
+    }
+
+    /// Exactly-once: the sends arrived, the offsets join the transaction, it commits.
+    async fn commit_transaction(
+        &mut self,
+        consumer: &Consumer,
+        offsets: &BTreeMap<TopicPartition, i64>,
+    ) -> Result<(), ThreadError> {
+        self.await_deliveries().await?;
+        if !offsets.is_empty() {
+            let group = consumer.group_metadata().ok_or_else(|| {
+                ThreadError::Client(ClientError::State("the consumer has no group".into()))
+            })?;
+            self.producer
+                .send_offsets_to_transaction(offsets, &group)
+                .await?;
+        }
+        self.producer.commit_transaction().await?;
+        Ok(())
+    }
+
+    /// Waits for every send, noting the changelog offsets they reached.
+    async fn await_deliveries(&mut self) -> Result<(), ThreadError> {
+        for (changelog, delivery) in self.deliveries.drain(..) {
+            let metadata = delivery.await?;
+            if let Some(tp) = changelog {
+                let next = metadata.offset + 1;
+                let reached = self.changelog_reached.entry(tp).or_insert(next);
+                *reached = (*reached).max(next);
+            }
+        }
+        Ok(())
+    }
+}
