@@ -187,6 +187,20 @@ pub fn leading_error_code(mut body: Bytes) -> i16 {
     body.get_i16()
 }
 
+/// Waits (up to a minute) until a streams application is in `state`, and panics if it is
+/// not by then.
+pub async fn wait_for_state(streams: &eddy::app::Streams, state: eddy::app::State) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while streams.state() != state {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still {:?}, not {state:?}",
+            streams.state()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The broker the client tests run against: Apache Kafka (or any broker) at
 /// `EDDY_TEST_BOOTSTRAP` when that is set, as `.ci/run` does with the reference broker;
 /// otherwise eddy's embedded broker, started for the test.

@@ -13,7 +13,7 @@ use eddy::client::{
 };
 use eddy::serde::{I64Serde, Nullable, StringSerde};
 use eddy::streams::{Consumed, Grouped, Materialized, Produced, StreamsBuilder, Topology};
-use eddy_tests::TestBroker;
+use eddy_tests::{wait_for_state, TestBroker};
 
 fn counting(input: &str, output: &str) -> Topology {
     let builder = StreamsBuilder::new();
@@ -85,16 +85,8 @@ async fn latest_counts(
 async fn running(input: &str, output: &str, config: StreamsConfig) -> Streams {
     let mut streams = Streams::new(counting(input, output), config).unwrap();
     streams.start().await.unwrap();
-    wait_for(&streams, State::Running).await;
+    wait_for_state(&streams, State::Running).await;
     streams
-}
-
-async fn wait_for(streams: &Streams, state: State) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while streams.state() != state {
-        assert!(Instant::now() < deadline, "still {:?}", streams.state());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -123,7 +115,7 @@ async fn counts_run_restart_and_restore(guarantee: ProcessingGuarantee) {
     let log = seen.clone();
     streams.set_state_listener(move |new, old| log.lock().unwrap().push((old, new)));
     streams.start().await.unwrap();
-    wait_for(&streams, State::Running).await;
+    wait_for_state(&streams, State::Running).await;
     produce(&broker, &input, &["a", "b", "a", "c", "a", "b"]).await;
     let mut expected = BTreeMap::from([
         ("a".to_string(), 3),
@@ -207,7 +199,7 @@ async fn a_store_that_claims_more_than_its_changelog_holds_is_refused() {
     )
     .unwrap();
     streams.start().await.unwrap();
-    wait_for(&streams, State::Error).await;
+    wait_for_state(&streams, State::Error).await;
     let error = streams
         .close(Duration::from_secs(30))
         .await

@@ -44,8 +44,8 @@ pub use topology::{Topology, TopologyDescription};
 /// sub-topologies and internal topics. The streams runtime and the `TestDriver` build on them.
 pub mod internals {
     pub use super::task::{
-        EmitIntervals, GlobalStores, Output, OutputRecord, PartitionCounts, SharedStore,
-        SinkRecord, StoreInstance, StreamTask, TaskConfig,
+        EmitIntervals, ErrorOrigin, FailedRecord, GlobalStores, Output, OutputRecord,
+        PartitionCounts, SharedStore, SinkRecord, StoreInstance, StreamTask, TaskConfig,
     };
     pub use super::topology::{InternalTopic, InternalTopicKind, Subtopology};
 }

@@ -188,7 +188,9 @@ impl StreamsConfig {
         Ok(config)
     }
 
-    fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+    /// Sets one Kafka-style property (as [`Self::from_properties`] reads them); an unknown
+    /// key or a value that cannot be used is an error.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         match key {
             "application.id" => self.application_id = value.trim().to_string(),
             "bootstrap.servers" => {

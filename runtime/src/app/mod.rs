@@ -12,6 +12,7 @@ mod fixtures;
 mod restore;
 mod setup;
 mod streams;
+mod supervisor;
 mod thread;
 pub mod topics;
 
@@ -19,5 +20,6 @@ pub use config::{Bootstrap, ConfigError, ErrorHandling, ProcessingGuarantee, Str
 pub use restore::RestoreError;
 pub use setup::{create_internal_topics, StartError};
 pub use streams::{CloseError, State, StateListener, Streams};
+pub use supervisor::{ThreadResponse, UncaughtErrorHandler};
 pub use thread::ThreadError;
 pub use topics::{InternalTopicSpec, TopicError, TopicPlan};

@@ -5,17 +5,15 @@
 //! [`State`] moves as Kafka's does, and a listener hears every change.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use eddy_core::streams::Topology;
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 
-use super::assignor::placement::PlacementConfig;
-use super::assignor::{LocalState, StreamsAssignor};
-use super::thread::{self, ThreadContext, ThreadError};
+use super::supervisor::{self, Launcher, ThreadResponse, UncaughtErrorHandler};
+use super::thread::{self, ThreadError};
 use super::{create_internal_topics, Bootstrap, ConfigError, StartError, StreamsConfig};
 use crate::client::{Admin, ClientError};
 #[cfg(feature = "embedded")]
@@ -35,6 +33,8 @@ pub enum State {
     PendingShutdown,
     /// Closed.
     NotRunning,
+    /// A thread failed: the instance is stopping ([`State::Error`] follows).
+    PendingError,
     /// A thread failed; the application stopped.
     Error,
 }
@@ -42,13 +42,14 @@ pub enum State {
 /// Told of each change of state: the new one and the one before.
 pub type StateListener = Box<dyn Fn(State, State) + Send + Sync>;
 
-struct Shared {
+/// The state of an instance, shared with its supervisor.
+pub(crate) struct Shared {
     state: Mutex<State>,
     listener: Mutex<Option<StateListener>>,
 }
 
 impl Shared {
-    fn set(&self, next: State) {
+    pub(crate) fn set(&self, next: State) {
         let previous = {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
             std::mem::replace(&mut *state, next)
@@ -60,7 +61,7 @@ impl Shared {
         }
     }
 
-    fn get(&self) -> State {
+    pub(crate) fn get(&self) -> State {
         *self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -84,8 +85,9 @@ pub struct Streams {
     topology: Arc<Topology>,
     config: StreamsConfig,
     shared: Arc<Shared>,
-    shutdown: Option<watch::Sender<bool>>,
-    threads: Vec<JoinHandle<Result<(), ThreadError>>>,
+    shutdown: Option<Arc<watch::Sender<bool>>>,
+    supervisor: Option<JoinHandle<Result<(), ThreadError>>>,
+    uncaught: Option<UncaughtErrorHandler>,
     #[cfg(feature = "embedded")]
     embedded: Option<EmbeddedBroker>,
     bootstrap: Option<String>,
@@ -113,7 +115,8 @@ impl Streams {
                 listener: Mutex::new(None),
             }),
             shutdown: None,
-            threads: Vec::new(),
+            supervisor: None,
+            uncaught: None,
             #[cfg(feature = "embedded")]
             embedded: None,
             bootstrap: None,
@@ -127,6 +130,16 @@ impl Streams {
             .listener
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = Some(Box::new(listener));
+    }
+
+    /// Decides what happens when a stream thread stops on an error (Kafka Streams'
+    /// `setUncaughtExceptionHandler`); without one the instance shuts down
+    /// ([`ThreadResponse::ShutdownClient`]). Set it before [`Self::start`].
+    pub fn set_uncaught_error_handler(
+        &mut self,
+        handler: impl Fn(&ThreadError) -> ThreadResponse + Send + Sync + 'static,
+    ) {
+        self.uncaught = Some(Arc::new(handler));
     }
 
     /// Where the application is in its life.
@@ -166,55 +179,28 @@ impl Streams {
                 dir.display()
             )))
         })?;
-        let placement = PlacementConfig {
-            standby_replicas: self.config.num_standby_replicas,
-            acceptable_recovery_lag: self.config.acceptable_recovery_lag,
-            max_warmup_replicas: self.config.max_warmup_replicas,
-        };
         self.shared.set(State::Rebalancing);
-        let assigned = Arc::new(AtomicUsize::new(0));
-        let threads = self.config.num_stream_threads;
-        for index in 0..threads {
-            let assignor = Arc::new(StreamsAssignor::new(
-                self.topology.clone(),
-                self.config.application_id.clone(),
-                placement,
-                LocalState {
-                    process: process.clone(),
-                    endpoint: self.config.application_server.clone(),
-                    ..LocalState::default()
-                },
-            ));
-            let (shared, assigned) = (self.shared.clone(), assigned.clone());
-            let on_first_assignment = Box::new(move || {
-                if assigned.fetch_add(1, Ordering::AcqRel) + 1 == threads
-                    && shared.get() == State::Rebalancing
-                {
-                    shared.set(State::Running);
-                }
-            });
-            let context = ThreadContext {
-                topology: self.topology.clone(),
-                config: self.config.clone(),
-                bootstrap: bootstrap.clone(),
-                stores: stores.clone(),
-                on_disk_sums: on_disk_sums.clone(),
-                assignor,
-                shutdown: watch.clone(),
-                index,
-                process: process.clone(),
-                on_first_assignment: Some(on_first_assignment),
-            };
-            let shared = self.shared.clone();
-            self.threads.push(tokio::spawn(async move {
-                let outcome = thread::run(context).await;
-                if let Err(e) = &outcome {
-                    tracing::error!("stream thread failed: {e}");
-                    shared.set(State::Error);
-                }
-                outcome
-            }));
+        let launcher = Arc::new(Launcher::new(
+            self.topology.clone(),
+            self.config.clone(),
+            bootstrap,
+            stores,
+            on_disk_sums,
+            process,
+            self.shared.clone(),
+            watch,
+        ));
+        let mut threads = JoinSet::new();
+        for index in 0..self.config.num_stream_threads {
+            launcher.spawn(index, &mut threads);
         }
+        let shutdown = Arc::new(shutdown);
+        self.supervisor = Some(tokio::spawn(supervisor::supervise(
+            launcher,
+            threads,
+            self.uncaught.clone(),
+            shutdown.clone(),
+        )));
         self.shutdown = Some(shutdown);
         Ok(())
     }
@@ -246,31 +232,25 @@ impl Streams {
     /// Stops the threads (each commits what it processed and closes its tasks), waiting up
     /// to `timeout`, then the embedded broker.
     pub async fn close(&mut self, timeout: Duration) -> Result<(), CloseError> {
-        let failed = self.state() == State::Error;
+        let failed = matches!(self.state(), State::Error | State::PendingError);
         if !failed {
             self.shared.set(State::PendingShutdown);
         }
         if let Some(shutdown) = self.shutdown.take() {
             let _ = shutdown.send(true);
         }
-        let threads = std::mem::take(&mut self.threads);
-        let joined = tokio::time::timeout(timeout, futures::future::join_all(threads)).await;
         let mut outcome = Ok(());
-        match joined {
-            Ok(results) => {
-                for result in results {
-                    match result {
-                        Ok(Err(e)) if outcome.is_ok() => outcome = Err(CloseError::Thread(e)),
-                        Err(e) if outcome.is_ok() => {
-                            outcome = Err(CloseError::Thread(ThreadError::Assignment(format!(
-                                "a stream thread panicked: {e}"
-                            ))))
-                        }
-                        _ => {}
-                    }
+        if let Some(supervisor) = self.supervisor.take() {
+            match tokio::time::timeout(timeout, supervisor).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => outcome = Err(CloseError::Thread(e)),
+                Ok(Err(e)) => {
+                    outcome = Err(CloseError::Thread(ThreadError::Assignment(format!(
+                        "the stream threads' supervisor panicked: {e}"
+                    ))))
                 }
+                Err(_) => outcome = Err(CloseError::TimedOut(timeout)),
             }
-            Err(_) => outcome = Err(CloseError::TimedOut(timeout)),
         }
         #[cfg(feature = "embedded")]
         if let Some(broker) = self.embedded.take() {
@@ -278,7 +258,7 @@ impl Streams {
                 outcome = outcome.and(Err(CloseError::Broker(e)));
             }
         }
-        if !failed {
+        if !failed && self.state() != State::Error {
             self.shared.set(State::NotRunning);
         }
         outcome

@@ -71,11 +71,22 @@ pub(crate) trait Node: Send {
 /// One node of the task with its wiring.
 pub(crate) struct NodeSlot {
     pub(crate) name: Arc<str>,
+    /// Whether it reads records (a source) or writes them (a sink): where a failure of its
+    /// serdes comes from.
+    pub(crate) role: NodeRole,
     /// `None` only while the node is processing (it is taken out to be called).
     pub(crate) node: Option<Box<dyn Node>>,
     pub(crate) children: Vec<usize>,
     /// Indexes into [`TaskState::stores`] of the stores this node may use.
     pub(crate) stores: Vec<usize>,
+}
+
+/// What a node does with records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NodeRole {
+    Source,
+    Processor,
+    Sink,
 }
 
 /// A store of a task, of one of the three kinds.
@@ -244,6 +255,8 @@ pub(crate) struct TaskState {
     pub(crate) scratch: Scratch,
     /// The first error of the record being processed: the task stops there.
     pub(crate) error: Option<StreamsError>,
+    /// The node where that error happened, when known.
+    pub(crate) failed_node: Option<usize>,
     /// Records dropped by design (late for their window), by node name.
     pub(crate) dropped: Vec<(Arc<str>, u64)>,
 }
@@ -272,6 +285,14 @@ impl Graph {
         }
     }
 
+    /// Records the first error, which happened in node `node`.
+    fn fail_at(&mut self, node: usize, error: StreamsError) {
+        if self.state.error.is_none() {
+            self.state.error = Some(error);
+            self.state.failed_node = Some(node);
+        }
+    }
+
     /// Hands `value` (the input type of node `to`) to node `to`.
     #[inline]
     pub(crate) fn deliver<T: 'static>(&mut self, to: usize, value: T) {
@@ -288,7 +309,7 @@ impl Graph {
         };
         let mut slot = Some(value);
         if let Err(e) = node.process(&mut slot, self, to) {
-            self.fail(e);
+            self.fail_at(to, e);
         }
         self.nodes[to].node = Some(node);
     }
@@ -299,7 +320,7 @@ impl Graph {
             return;
         };
         if let Err(e) = node.process(record, self, to) {
-            self.fail(e);
+            self.fail_at(to, e);
         }
         self.nodes[to].node = Some(node);
     }
@@ -350,7 +371,7 @@ impl Graph {
             return;
         };
         if let Err(e) = n.punctuate(punctuation, self, node) {
-            self.fail(e);
+            self.fail_at(node, e);
         }
         self.nodes[node].node = Some(n);
     }

@@ -7,14 +7,19 @@
 //! on stream time as records are processed and on wall-clock time when the caller moves the
 //! clock. The `TestDriver` and the runtime drive the same engine.
 
+mod failure;
+
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
+pub use self::failure::{ErrorOrigin, FailedRecord};
 use crate::log::{Offset, Timestamp};
 pub use crate::streams::graph::{
     EmitIntervals, Output, OutputRecord, PartitionCounts, SharedStore, SinkRecord, StoreInstance,
 };
-use crate::streams::graph::{Graph, NodeSlot, Punctuation, PunctuationType, StoreSlot, TaskState};
+use crate::streams::graph::{
+    Graph, NodeRole, NodeSlot, Punctuation, PunctuationType, StoreSlot, TaskState,
+};
 use crate::streams::record::RecordMetadata;
 use crate::streams::store::{ChangelogBatch, InMemoryStores, StoreBuilder, StoreSupplier};
 use crate::streams::topology::{BuildContext, NodeKind, TimestampExtractor, Topology};
@@ -113,6 +118,8 @@ pub struct StreamTask {
     id: TaskId,
     graph: Graph,
     inputs: Vec<InputQueue>,
+    /// The record the last failed `process` failed on.
+    failed: Option<FailedRecord>,
 }
 
 impl StreamTask {
@@ -204,8 +211,14 @@ impl StreamTask {
                     });
                 }
             }
+            let role = match &def.kind {
+                NodeKind::Source { .. } => NodeRole::Source,
+                NodeKind::Sink { .. } => NodeRole::Sink,
+                _ => NodeRole::Processor,
+            };
             nodes.push(NodeSlot {
                 name: Arc::from(def.name.as_str()),
+                role,
                 node: Some((def.factory)(&ctx)),
                 children,
                 stores: node_stores,
@@ -235,10 +248,16 @@ impl StreamTask {
                 output: Output::default(),
                 scratch: Default::default(),
                 error: None,
+                failed_node: None,
                 dropped: Vec::new(),
             },
         };
-        Ok(Self { id, graph, inputs })
+        Ok(Self {
+            id,
+            graph,
+            inputs,
+            failed: None,
+        })
     }
 
     /// Calls every processor's `init`, in the order the nodes were added.
@@ -331,6 +350,7 @@ impl StreamTask {
         let (offset, _, mut record) = queue.records.pop_front().expect("the queue has a head");
         let node = queue.node;
         if timestamp < 0 {
+            self.failed = None;
             return Err(StreamsError::InvalidTimestamp {
                 topic: queue.topic.to_string(),
                 partition: self.id.partition,
@@ -353,13 +373,52 @@ impl StreamTask {
             }
         }
         self.graph.deliver_raw(node, &mut record);
-        drop(record);
         if let Some(e) = self.graph.state.error.take() {
+            // The source reads the raw key and value in place: they are still the record's.
+            self.failed = self.failure_of(&e, i, offset, timestamp, record);
             return Err(e);
         }
+        drop(record);
         let now = self.graph.state.stream_time;
         self.punctuate(PunctuationType::StreamTime, now)?;
         Ok(true)
+    }
+
+    /// Where the record that failed failed: `None` for errors that are not a record's
+    /// (a punctuation, an invalid timestamp).
+    fn failure_of(
+        &mut self,
+        error: &StreamsError,
+        input: usize,
+        offset: Offset,
+        timestamp: Timestamp,
+        record: crate::log::Record,
+    ) -> Option<FailedRecord> {
+        let node = self.graph.state.failed_node.take()?;
+        let slot = &self.graph.nodes[node];
+        let serde = matches!(error, StreamsError::Serde(_));
+        let origin = match slot.role {
+            NodeRole::Source if serde => ErrorOrigin::Deserialization,
+            NodeRole::Sink if serde => ErrorOrigin::Serialization,
+            _ => ErrorOrigin::Processing,
+        };
+        Some(FailedRecord {
+            origin,
+            processor: slot.name.to_string(),
+            topic: self.inputs[input].topic.clone(),
+            partition: self.id.partition,
+            offset,
+            timestamp,
+            key: record.key,
+            value: record.value,
+        })
+    }
+
+    /// The record the last failed [`StreamTask::process`] failed on, and where: what error
+    /// handlers decide on and a dead-letter record carries. Taken; `None` when the error
+    /// was not a record's.
+    pub fn take_failed_record(&mut self) -> Option<FailedRecord> {
+        self.failed.take()
     }
 
     /// Moves the task's wall clock to `now` and runs the wall-clock punctuations due.
@@ -525,6 +584,8 @@ impl StreamTask {
                     .saturating_add(missed.saturating_add(1).saturating_mul(s.interval));
             }
             if let Some(e) = self.graph.state.error.take() {
+                // A punctuation's failure is no record's.
+                self.graph.state.failed_node = None;
                 return Err(e);
             }
         }

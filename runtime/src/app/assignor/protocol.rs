@@ -61,6 +61,9 @@ pub struct Subscription {
     pub end_offset_sums: Vec<(WireTask, i64)>,
     /// Its `application.server`, for interactive queries.
     pub endpoint: Option<String>,
+    /// Whether its instance asks every instance of the application to shut down (an
+    /// uncaught error's `ShutdownApplication` response).
+    pub shutdown_requested: bool,
 }
 
 /// What the leader tells each member.
@@ -84,6 +87,8 @@ pub struct TaskAssignment {
     pub probing_rebalance: bool,
     /// Why the application cannot run, when it cannot (a missing source topic, …).
     pub error: Option<String>,
+    /// An instance asked the whole application to shut down: every member stops.
+    pub shutdown_application: bool,
 }
 
 /// User data that cannot be read.
@@ -168,6 +173,7 @@ mod tests {
             offset_sums: vec![(WireTask(0, 1), -2), (WireTask(0, 2), 1_234)],
             end_offset_sums: vec![(WireTask(0, 1), 77), (WireTask(0, 2), 2_000)],
             endpoint: Some("node-1:8080".into()),
+            shutdown_requested: true,
         }
     }
 
@@ -184,6 +190,7 @@ mod tests {
             standby_partitions_by_host: vec![],
             probing_rebalance: true,
             error: None,
+            shutdown_application: false,
         };
         assert_eq!(TaskAssignment::decode(&a.encode()).unwrap(), a);
     }

@@ -31,6 +31,8 @@ pub struct LocalState {
     pub end_offset_sums: BTreeMap<TaskId, i64>,
     /// `application.server`.
     pub endpoint: Option<String>,
+    /// Whether this instance asks the whole application to shut down.
+    pub shutdown_requested: bool,
 }
 
 /// The streams application's assignor.
@@ -87,6 +89,16 @@ impl StreamsAssignor {
         local.owned_tasks = owned;
         local.offset_sums = offset_sums;
         local.end_offset_sums = end_offset_sums;
+    }
+
+    /// Asks, at this member's next join, that every instance of the application shut down.
+    pub fn request_application_shutdown(&self) {
+        lock(&self.local).shutdown_requested = true;
+    }
+
+    /// Whether this member asks for the application's shutdown.
+    pub fn shutdown_requested(&self) -> bool {
+        lock(&self.local).shutdown_requested
     }
 
     /// The assignment this member last received, taken.
@@ -177,6 +189,7 @@ impl Assignor for StreamsAssignor {
                 .map(|(&t, &s)| (t.into(), s))
                 .collect(),
             endpoint: local.endpoint.clone(),
+            shutdown_requested: local.shutdown_requested,
         };
         Some(subscription.encode())
     }
@@ -203,6 +216,7 @@ impl Assignor for StreamsAssignor {
                             offset_sums: Vec::new(),
                             end_offset_sums: Vec::new(),
                             endpoint: None,
+                            shutdown_requested: false,
                         }
                     }
                 };
@@ -213,6 +227,18 @@ impl Assignor for StreamsAssignor {
                 }
             })
             .collect();
+        if let Some(asking) = members.iter().find(|m| m.subscription.shutdown_requested) {
+            tracing::warn!(
+                instance = %asking.subscription.process,
+                "an instance asks the application to shut down"
+            );
+            let assignment = TaskAssignment {
+                version: VERSION,
+                shutdown_application: true,
+                ..TaskAssignment::default()
+            };
+            return every_member(&members, &assignment);
+        }
         let (tasks, stateful) = match self.tasks(partitions_per_topic) {
             Ok(tasks) => tasks,
             Err(error) => {
@@ -221,16 +247,7 @@ impl Assignor for StreamsAssignor {
                     error: Some(error),
                     ..TaskAssignment::default()
                 };
-                return members
-                    .iter()
-                    .map(|m| {
-                        let a = Assignment {
-                            partitions: Vec::new(),
-                            user_data: Some(assignment.encode()),
-                        };
-                        (m.id.to_string(), a)
-                    })
-                    .collect();
+                return every_member(&members, &assignment);
             }
         };
 
@@ -350,6 +367,7 @@ impl Assignor for StreamsAssignor {
                     standby_partitions_by_host: standby_partitions_by_host.clone(),
                     probing_rebalance: placement.probing_rebalance,
                     error: None,
+                    shutdown_application: false,
                 };
                 let assignment = Assignment {
                     partitions,
@@ -376,6 +394,23 @@ impl Assignor for StreamsAssignor {
         };
         *lock(&self.received) = Some(received);
     }
+}
+
+/// The same assignment, without partitions, for every member.
+fn every_member(
+    members: &[Member<'_>],
+    assignment: &TaskAssignment,
+) -> BTreeMap<String, Assignment> {
+    members
+        .iter()
+        .map(|m| {
+            let a = Assignment {
+                partitions: Vec::new(),
+                user_data: Some(assignment.encode()),
+            };
+            (m.id.to_string(), a)
+        })
+        .collect()
 }
 
 /// Deals `tasks` to an instance's `members` (its threads) as evenly as they go; actives

@@ -10,6 +10,7 @@
 //! that tasks moving away commit before the member rejoins.
 
 mod assignment;
+mod errors;
 mod tasks;
 
 use std::collections::{BTreeMap, HashMap};
@@ -17,10 +18,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use eddy_core::log::TopicPartition;
+use eddy_core::streams::internals::ErrorOrigin;
 use eddy_core::streams::{StreamsError, TaskId, Topology};
 use tokio::sync::{watch, Mutex};
 
 pub(crate) use self::assignment::on_disk_sums;
+use self::errors::ErrorHandlers;
 use self::tasks::{ProducerFactory, TaskManager};
 use super::assignor::StreamsAssignor;
 use super::restore::{RestoreError, StateUpdater};
@@ -45,12 +48,36 @@ pub enum ThreadError {
         /// What went wrong.
         source: StreamsError,
     },
+    /// A record failed, and its handler says to stop.
+    #[error(
+        "task {task}: the record at {topic}-{partition}@{offset} failed ({origin:?}) in \
+         {processor}: {source}"
+    )]
+    Record {
+        /// The task.
+        task: TaskId,
+        /// Where the record came from.
+        topic: String,
+        /// Its partition.
+        partition: i32,
+        /// Its offset.
+        offset: i64,
+        /// Where it failed.
+        origin: ErrorOrigin,
+        /// The processor that failed.
+        processor: String,
+        /// What went wrong.
+        source: StreamsError,
+    },
     /// A task's state could not be restored.
     #[error(transparent)]
     Restore(#[from] RestoreError),
     /// The group's leader could not assign tasks.
     #[error("the application cannot run: {0}")]
     Assignment(String),
+    /// An instance asked the whole application to shut down.
+    #[error("an instance of the application asked it to shut down")]
+    ApplicationShutdown,
 }
 
 /// What a stream thread needs to run.
@@ -127,6 +154,7 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
     if exactly_once {
         producer.init_transactions().await?;
     }
+    let errors = ErrorHandlers::new(&config);
     let manager = Arc::new(Mutex::new(TaskManager {
         topology,
         config,
@@ -147,6 +175,7 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
         on_disk: on_disk_sums,
         ends: BTreeMap::new(),
         probing: assignment::Probing::default(),
+        errors,
     }));
     manager.lock().await.report_owned().await;
     consumer.set_rebalance_listener(Revocations {
@@ -162,11 +191,9 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
         &mut on_first_assignment,
     )
     .await;
-    let closed = manager
-        .lock()
-        .await
-        .close(&mut consumer, outcome.is_ok())
-        .await;
+    // Asked to by another instance, the thread stops as cleanly as on a close.
+    let clean = matches!(outcome, Ok(()) | Err(ThreadError::ApplicationShutdown));
+    let closed = manager.lock().await.close(&mut consumer, clean).await;
     let left = consumer.close().await;
     outcome.and(closed).and(left.map_err(ThreadError::from))
 }
@@ -214,7 +241,13 @@ async fn poll_loop(
 ) -> Result<(), ThreadError> {
     let poll_wait = Duration::from_millis(100);
     let mut restoring = false;
+    let mut asked_to_stop = false;
     while !*shutdown.borrow() {
+        if !asked_to_stop && assignor.shutdown_requested() {
+            // The next join carries the request to the leader.
+            asked_to_stop = true;
+            consumer.enforce_rebalance();
+        }
         // Revocations run inside the poll, and take the manager themselves. While tasks are
         // restored the poll does not wait: the restore consumer's poll does.
         let wait = if restoring { Duration::ZERO } else { poll_wait };
@@ -227,6 +260,9 @@ async fn poll_loop(
             let records = records?;
             let polled = !records.is_empty();
             if let Some(assignment) = assignor.take_assignment() {
+                if assignment.shutdown_application {
+                    return Err(ThreadError::ApplicationShutdown);
+                }
                 if let Some(error) = &assignment.error {
                     return Err(ThreadError::Assignment(error.clone()));
                 }

@@ -12,6 +12,7 @@ use eddy_core::log::{Record, TopicPartition};
 use eddy_core::streams::internals::StreamTask;
 use eddy_core::streams::{TaskId, Topology};
 
+use super::errors::{Decision, ErrorHandlers};
 use super::ThreadError;
 use crate::app::assignor::StreamsAssignor;
 use crate::app::restore::StateUpdater;
@@ -56,6 +57,8 @@ pub(super) struct TaskManager {
     pub(super) ends: BTreeMap<TaskId, i64>,
     /// Probing rebalances: this member's warmups, and when to probe.
     pub(super) probing: super::assignment::Probing,
+    /// What becomes of records that fail.
+    pub(super) errors: ErrorHandlers,
 }
 
 fn millis_now() -> i64 {
@@ -113,11 +116,42 @@ impl TaskManager {
     /// Runs every queued record through its task and sends what the tasks wrote.
     pub(super) async fn process(&mut self) -> Result<(), ThreadError> {
         let now = millis_now();
+        let mut dead_letters = Vec::new();
         for (id, task) in &mut self.tasks {
             let failed = |source| ThreadError::Task { task: *id, source };
             task.set_wall_clock(now).map_err(failed)?;
-            while task.process().map_err(failed)? {}
+            loop {
+                match task.process() {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(e) => {
+                        let record = task.take_failed_record();
+                        match self.errors.on_record_error(*id, &e, record) {
+                            Decision::Fail(None) => return Err(failed(e)),
+                            Decision::Fail(Some(record)) => {
+                                return Err(ThreadError::Record {
+                                    task: *id,
+                                    topic: record.topic.to_string(),
+                                    partition: record.partition,
+                                    offset: record.offset,
+                                    origin: record.origin,
+                                    processor: record.processor,
+                                    source: e,
+                                })
+                            }
+                            Decision::Skip(letter) => dead_letters.extend(letter),
+                        }
+                    }
+                }
+            }
             task.check_stores().map_err(failed)?;
+        }
+        if !dead_letters.is_empty() {
+            self.begin()?;
+            for letter in dead_letters {
+                self.deliveries
+                    .push((None, self.producer.send(letter).await?));
+            }
         }
         self.send_written().await
     }
@@ -153,8 +187,9 @@ impl TaskManager {
         if written {
             self.begin()?;
         }
+        let keep = self.errors.keeps_produced();
         for task in self.tasks.values_mut() {
-            let partition = task.id().partition;
+            let (id, partition) = (task.id(), task.id().partition);
             // One copy of each buffer for all its records; each record a slice of it.
             for r in task.output().to_records() {
                 let record = ProducerRecord {
@@ -165,8 +200,22 @@ impl TaskManager {
                     headers: r.headers,
                     timestamp: Some(r.timestamp),
                 };
-                self.deliveries
-                    .push((None, self.producer.send(record).await?));
+                // Kept (a reference count each) only for a dead letter of a refusal.
+                let kept = keep.then(|| record.clone());
+                match self.producer.send(record).await {
+                    Ok(delivery) => self.deliveries.push((None, delivery)),
+                    // Refused before it was sent (too large, say): the handler decides.
+                    Err(e @ ClientError::Config(_)) => {
+                        match self.errors.on_send_error(id, &e, kept) {
+                            Decision::Fail(_) => return Err(e.into()),
+                            Decision::Skip(Some(letter)) => self
+                                .deliveries
+                                .push((None, self.producer.send(letter).await?)),
+                            Decision::Skip(None) => {}
+                        }
+                    }
+                    Err(e) => return Err(e.into()),
+                }
             }
             task.clear_output();
             for (topic, batch) in task.changelog() {

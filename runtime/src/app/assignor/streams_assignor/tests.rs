@@ -232,6 +232,7 @@ fn a_newcomer_warms_up_and_takes_over_once_caught_up_by_the_ends_members_report(
             .collect(),
         end_offset_sums: ends.clone(),
         endpoint: None,
+        shutdown_requested: false,
     };
     let decode = |a: &Assignment| TaskAssignment::decode(a.user_data.as_deref().unwrap()).unwrap();
     let stateful_active = |info: &TaskAssignment| info.active.iter().filter(|t| t.0 == 1).count();
@@ -282,4 +283,28 @@ fn a_newcomer_warms_up_and_takes_over_once_caught_up_by_the_ends_members_report(
     let members = [member_with("m1", veteran), member_with("m2", newcomer)];
     let info = decode(&assignor().assign(&counts(), &members)["m2"]);
     assert_eq!(stateful_active(&info), 0, "{info:?}");
+}
+
+#[test]
+fn a_member_asking_for_the_applications_shutdown_stops_every_member() {
+    let asking = StreamsAssignor::new(topology(), "app", CONFIG, LocalState::default());
+    asking.request_application_shutdown();
+    let members = [
+        member("m1", "p1", &[], vec![]),
+        MemberSubscription {
+            member_id: "m2".into(),
+            group_instance_id: None,
+            topics: Vec::new(),
+            owned_partitions: Vec::new(),
+            generation_id: 1,
+            user_data: asking.subscription_user_data(&[], &[]),
+        },
+    ];
+    let assignments = assignor().assign(&counts(), &members);
+    assert_eq!(assignments.len(), 2);
+    for assignment in assignments.values() {
+        let info = TaskAssignment::decode(assignment.user_data.as_deref().unwrap()).unwrap();
+        assert!(info.shutdown_application);
+        assert!(info.active.is_empty() && assignment.partitions.is_empty());
+    }
 }
