@@ -191,7 +191,8 @@ def test_eddys_client_suites_pass_against_the_broker(broker):
     hostile clients on the wire, pointed at this broker process."""
     suites = ["client_admin", "client_producer", "client_consumer", "client_groups",
               "client_transactions", "forged_coordinator_state", "produce_validation",
-              "request_bounds", "streams_topics", "streams_app", "streams_errors"]
+              "request_bounds", "streams_topics", "streams_app", "streams_errors",
+              "streams_queries"]
     command = ["cargo", "test", "-q", "-p", "eddy-tests"]
     for suite in suites:
         command += ["--test", suite]

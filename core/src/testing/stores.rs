@@ -10,7 +10,7 @@ use bytes::Bytes;
 use super::driver::DriverState;
 use crate::log::Timestamp;
 use crate::streams::internals::StoreInstance;
-use crate::streams::store::{KeyValueSerdes, StoreBuilder, ValueAndTimestamp};
+use crate::streams::store::{StoreBuilder, StoreDecoder};
 use crate::streams::windows::Window;
 
 /// Decodes a key and a value of `definition`'s store, stripping the timestamp of a
@@ -20,22 +20,8 @@ fn decode<K: 'static, V: 'static>(
     key: &Bytes,
     value: &Bytes,
 ) -> Option<(K, V)> {
-    let serdes = definition.serdes().clone();
-    let name = definition.name();
-    if definition.is_timestamped() {
-        let serdes = serdes
-            .downcast::<KeyValueSerdes<K, ValueAndTimestamp<V>>>()
-            .ok()?;
-        let k = serdes.keys.deserialize(name, key).ok()?;
-        let v = serdes.values.deserialize(name, value).ok()?;
-        Some((k, v.value))
-    } else {
-        let serdes = serdes.downcast::<KeyValueSerdes<K, V>>().ok()?;
-        Some((
-            serdes.keys.deserialize(name, key).ok()?,
-            serdes.values.deserialize(name, value).ok()?,
-        ))
-    }
+    let reader = StoreDecoder::<K, V>::new(definition)?;
+    Some((reader.key(key).ok()?, reader.value(value).ok()?))
 }
 
 /// A window store of the topology, read across the tasks that hold its parts.

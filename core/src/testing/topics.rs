@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::log::{Header, Record, Timestamp};
 use crate::serde::{deserialize_nullable, serialize_nullable, Serde};
 use crate::streams::internals::StoreInstance;
-use crate::streams::store::{KeyValueSerdes, ValueAndTimestamp};
+use crate::streams::store::StoreDecoder;
 use crate::streams::StreamsError;
 
 use super::driver::DriverState;
@@ -259,23 +259,9 @@ impl<K: 'static, V: 'static> TestKeyValueStore<K, V> {
                 _ => continue,
             };
             found = true;
-            let serdes = definition.serdes().clone();
-            if definition.is_timestamped() {
-                let serdes = serdes
-                    .downcast::<KeyValueSerdes<K, ValueAndTimestamp<V>>>()
-                    .ok()?;
-                for (k, v) in entries {
-                    let key = serdes.keys.deserialize(&self.name, &k).ok()?;
-                    let value = serdes.values.deserialize(&self.name, &v).ok()?;
-                    out.push((key, value.value));
-                }
-            } else {
-                let serdes = serdes.downcast::<KeyValueSerdes<K, V>>().ok()?;
-                for (k, v) in entries {
-                    let key = serdes.keys.deserialize(&self.name, &k).ok()?;
-                    let value = serdes.values.deserialize(&self.name, &v).ok()?;
-                    out.push((key, value));
-                }
+            let reader = StoreDecoder::<K, V>::new(definition)?;
+            for (k, v) in entries {
+                out.push((reader.key(&k).ok()?, reader.value(&v).ok()?));
             }
         }
         found.then_some(out)

@@ -9,6 +9,7 @@ pub mod assignor;
 mod config;
 #[cfg(test)]
 mod fixtures;
+pub mod query;
 mod restore;
 mod setup;
 mod streams;
@@ -17,6 +18,7 @@ mod thread;
 pub mod topics;
 
 pub use config::{Bootstrap, ConfigError, ErrorHandling, ProcessingGuarantee, StreamsConfig};
+pub use query::{KeyQueryMetadata, KeyValueView, QueryError, WindowView};
 pub use restore::RestoreError;
 pub use setup::{create_internal_topics, StartError};
 pub use streams::{CloseError, State, StateListener, Streams};

@@ -8,10 +8,12 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use eddy_core::serde::Serde;
 use eddy_core::streams::Topology;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 
+use super::query::{Hosted, KeyQueryMetadata, KeyValueView, QueryError, Queryable, WindowView};
 use super::supervisor::{self, Launcher, ThreadResponse, UncaughtErrorHandler};
 use super::thread::{self, ThreadError};
 use super::{create_internal_topics, Bootstrap, ConfigError, StartError, StreamsConfig};
@@ -88,6 +90,7 @@ pub struct Streams {
     shutdown: Option<Arc<watch::Sender<bool>>>,
     supervisor: Option<JoinHandle<Result<(), ThreadError>>>,
     uncaught: Option<UncaughtErrorHandler>,
+    queryable: Option<Queryable>,
     #[cfg(feature = "embedded")]
     embedded: Option<EmbeddedBroker>,
     bootstrap: Option<String>,
@@ -117,6 +120,7 @@ impl Streams {
             shutdown: None,
             supervisor: None,
             uncaught: None,
+            queryable: None,
             #[cfg(feature = "embedded")]
             embedded: None,
             bootstrap: None,
@@ -140,6 +144,42 @@ impl Streams {
         handler: impl Fn(&ThreadError) -> ThreadResponse + Send + Sync + 'static,
     ) {
         self.uncaught = Some(Arc::new(handler));
+    }
+
+    fn queryable(&self) -> Result<&Queryable, QueryError> {
+        match (self.state(), &self.queryable) {
+            (State::Running | State::Rebalancing, Some(q)) => Ok(q),
+            (state, _) => Err(QueryError::NotRunning(format!("{state:?}"))),
+        }
+    }
+
+    /// A read-only view of the key-value store `name` across the tasks this instance runs:
+    /// what the stores committed (Kafka Streams' `store()` with a key-value store type).
+    pub fn key_value_store<K: 'static, V: 'static>(
+        &self,
+        name: &str,
+    ) -> Result<KeyValueView<K, V>, QueryError> {
+        self.queryable()?.key_value(name)
+    }
+
+    /// A read-only view of the window store `name` across the tasks this instance runs.
+    pub fn window_store<K: 'static, V: 'static>(
+        &self,
+        name: &str,
+    ) -> Result<WindowView<K, V>, QueryError> {
+        self.queryable()?.window(name)
+    }
+
+    /// Which instance (`application.server`) runs the task holding `key` of store `store`,
+    /// and which keep standbys of it; `keys` serializes the key as the store's input is
+    /// keyed.
+    pub fn query_metadata_for_key<K: 'static>(
+        &self,
+        store: &str,
+        key: &K,
+        keys: &dyn Serde<Value = K>,
+    ) -> Result<KeyQueryMetadata, QueryError> {
+        self.queryable()?.metadata_for_key(store, key, keys)
     }
 
     /// Where the application is in its life.
@@ -180,6 +220,13 @@ impl Streams {
             )))
         })?;
         self.shared.set(State::Rebalancing);
+        let hosted = Arc::new(Hosted::default());
+        self.queryable = Some(Queryable {
+            topology: self.topology.clone(),
+            application_id: self.config.application_id.clone(),
+            stores: stores.clone(),
+            hosted: hosted.clone(),
+        });
         let launcher = Arc::new(Launcher::new(
             self.topology.clone(),
             self.config.clone(),
@@ -189,6 +236,7 @@ impl Streams {
             process,
             self.shared.clone(),
             watch,
+            hosted,
         ));
         let mut threads = JoinSet::new();
         for index in 0..self.config.num_stream_threads {

@@ -16,6 +16,7 @@ use tokio::task::JoinSet;
 
 use super::assignor::placement::PlacementConfig;
 use super::assignor::{LocalState, StreamsAssignor};
+use super::query::Hosted;
 use super::streams::{Shared, State};
 use super::thread::{self, ThreadContext, ThreadError};
 use super::StreamsConfig;
@@ -46,6 +47,7 @@ pub(crate) struct Launcher {
     pub(crate) placement: PlacementConfig,
     pub(crate) shared: Arc<Shared>,
     pub(crate) shutdown: watch::Receiver<bool>,
+    pub(crate) hosted: Arc<Hosted>,
     /// Threads that have taken up their first tasks.
     assigned: Arc<AtomicUsize>,
     /// The running threads' assignors, by index: where a shutdown request goes.
@@ -63,6 +65,7 @@ impl Launcher {
         process: String,
         shared: Arc<Shared>,
         shutdown: watch::Receiver<bool>,
+        hosted: Arc<Hosted>,
     ) -> Self {
         let placement = PlacementConfig {
             standby_replicas: config.num_standby_replicas,
@@ -79,6 +82,7 @@ impl Launcher {
             placement,
             shared,
             shutdown,
+            hosted,
             assigned: Arc::new(AtomicUsize::new(0)),
             assignors: Mutex::new(BTreeMap::new()),
         }
@@ -119,6 +123,7 @@ impl Launcher {
             bootstrap: self.bootstrap.clone(),
             stores: self.stores.clone(),
             on_disk_sums: self.on_disk_sums.clone(),
+            hosted: self.hosted.clone(),
             assignor,
             shutdown: self.shutdown.clone(),
             index,

@@ -15,6 +15,7 @@ mod key_value;
 mod layered;
 pub mod layers;
 mod layout;
+mod query;
 mod session;
 mod small_bytes;
 mod timestamped;
@@ -29,6 +30,7 @@ pub use key_value::{
 };
 pub use layered::LayeredKeyValueStore;
 pub use layers::{LayerConfig, StoreLayer};
+pub use query::StoreDecoder;
 
 /// The buffers a typed view of a store serializes keys and values into: kept by the task, so
 /// that a lookup allocates nothing.

@@ -126,6 +126,10 @@ impl TaskManager {
         consumer: &mut Consumer,
         assignment: &TaskAssignment,
     ) -> Result<(), ThreadError> {
+        self.hosted.set_hosts(
+            &assignment.partitions_by_host,
+            &assignment.standby_partitions_by_host,
+        );
         let active: BTreeSet<TaskId> = assignment.active.iter().map(|&t| t.into()).collect();
         let standby: BTreeSet<TaskId> = assignment.standby.iter().map(|&t| t.into()).collect();
         let going: Vec<TaskId> = self
@@ -210,6 +214,8 @@ impl TaskManager {
         for id in self.tasks.keys() {
             sums.insert(*id, RUNNING);
         }
+        let running: BTreeSet<TaskId> = self.tasks.keys().copied().collect();
+        self.hosted.set_running(self.index, running);
         let held: BTreeSet<TaskId> = sums.keys().copied().collect();
         let ends = self
             .ends

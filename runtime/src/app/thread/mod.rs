@@ -26,6 +26,7 @@ pub(crate) use self::assignment::on_disk_sums;
 use self::errors::ErrorHandlers;
 use self::tasks::{ProducerFactory, TaskManager};
 use super::assignor::StreamsAssignor;
+use super::query::Hosted;
 use super::restore::{RestoreError, StateUpdater};
 use super::{ProcessingGuarantee, StreamsConfig};
 use crate::client::{
@@ -88,6 +89,8 @@ pub(crate) struct ThreadContext {
     pub(crate) stores: Arc<SledStores>,
     /// The offset sums of the state the instance found on disk when it started.
     pub(crate) on_disk_sums: BTreeMap<TaskId, i64>,
+    /// What the instance hosts, for interactive queries.
+    pub(crate) hosted: Arc<Hosted>,
     pub(crate) assignor: Arc<StreamsAssignor>,
     pub(crate) shutdown: watch::Receiver<bool>,
     /// The thread's number in its instance, and the instance's id: its transactional id's
@@ -106,6 +109,7 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
         bootstrap,
         stores,
         on_disk_sums,
+        hosted,
         assignor,
         shutdown,
         index,
@@ -176,6 +180,8 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
         ends: BTreeMap::new(),
         probing: assignment::Probing::default(),
         errors,
+        hosted,
+        index,
     }));
     manager.lock().await.report_owned().await;
     consumer.set_rebalance_listener(Revocations {

@@ -15,6 +15,7 @@ use eddy_core::streams::{TaskId, Topology};
 use super::errors::{Decision, ErrorHandlers};
 use super::ThreadError;
 use crate::app::assignor::StreamsAssignor;
+use crate::app::query::Hosted;
 use crate::app::restore::StateUpdater;
 use crate::app::StreamsConfig;
 use crate::client::{
@@ -59,6 +60,9 @@ pub(super) struct TaskManager {
     pub(super) probing: super::assignment::Probing,
     /// What becomes of records that fail.
     pub(super) errors: ErrorHandlers,
+    /// What the instance hosts, for interactive queries, and this thread's index in it.
+    pub(super) hosted: Arc<Hosted>,
+    pub(super) index: usize,
 }
 
 fn millis_now() -> i64 {
