@@ -9,6 +9,7 @@ pub mod assignor;
 mod config;
 #[cfg(test)]
 mod fixtures;
+pub mod metrics;
 pub mod query;
 mod restore;
 mod setup;
@@ -18,6 +19,7 @@ mod thread;
 pub mod topics;
 
 pub use config::{Bootstrap, ConfigError, ErrorHandling, ProcessingGuarantee, StreamsConfig};
+pub use metrics::MetricsSnapshot;
 pub use query::{KeyQueryMetadata, KeyValueView, QueryError, WindowView};
 pub use restore::RestoreError;
 pub use setup::{create_internal_topics, StartError};

@@ -55,7 +55,11 @@ pub enum RestoreError {
         end: i64,
     },
     /// The changelog's end was not reached in time.
-    #[error("restoring from {changelog}: at offset {at} of {end} after {waited:?}")]
+    #[error(
+        "restoring from {changelog}: still at offset {at} of {end} after {waited:?}; \
+         read committed, so a transaction open from there holds restoration back \
+         (a hanging one if it outlived its timeout)"
+    )]
     TimedOut {
         /// The changelog partition.
         changelog: TopicPartition,
@@ -103,6 +107,8 @@ pub(crate) struct StateUpdater {
     /// For standbys, the offset each store last recorded.
     recorded: BTreeMap<TopicPartition, i64>,
     last_report: Instant,
+    /// Records applied to restoring tasks since the progress was last taken.
+    restored_since: u64,
 }
 
 impl StateUpdater {
@@ -117,7 +123,18 @@ impl StateUpdater {
             changelogs: BTreeMap::new(),
             recorded: BTreeMap::new(),
             last_report: Instant::now(),
+            restored_since: 0,
         }
+    }
+
+    /// The records restored since the last call, and those left to restore.
+    pub(crate) fn take_progress(&mut self) -> (u64, u64) {
+        let remaining = self
+            .restoring
+            .values()
+            .map(|r| r.total.saturating_sub(r.records))
+            .sum();
+        (std::mem::take(&mut self.restored_since), remaining)
     }
 
     /// Whether active tasks are being restored.
@@ -389,6 +406,7 @@ impl StateUpdater {
             }
             if let Some(counter) = counter {
                 *counter += applied;
+                self.restored_since += applied;
                 touched.insert(id);
             }
         }

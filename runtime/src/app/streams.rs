@@ -13,6 +13,7 @@ use eddy_core::streams::Topology;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 
+use super::metrics::{MetricsSnapshot, StreamsMetrics};
 use super::query::{Hosted, KeyQueryMetadata, KeyValueView, QueryError, Queryable, WindowView};
 use super::supervisor::{self, Launcher, ThreadResponse, UncaughtErrorHandler};
 use super::thread::{self, ThreadError};
@@ -91,6 +92,7 @@ pub struct Streams {
     supervisor: Option<JoinHandle<Result<(), ThreadError>>>,
     uncaught: Option<UncaughtErrorHandler>,
     queryable: Option<Queryable>,
+    metrics: Arc<StreamsMetrics>,
     #[cfg(feature = "embedded")]
     embedded: Option<EmbeddedBroker>,
     bootstrap: Option<String>,
@@ -121,6 +123,7 @@ impl Streams {
             supervisor: None,
             uncaught: None,
             queryable: None,
+            metrics: Arc::new(StreamsMetrics::default()),
             #[cfg(feature = "embedded")]
             embedded: None,
             bootstrap: None,
@@ -182,6 +185,12 @@ impl Streams {
         self.queryable()?.metadata_for_key(store, key, keys)
     }
 
+    /// The instance's figures now: records processed, commits, lag, restoration, dropped
+    /// records, rebalances (also published through the `metrics` facade).
+    pub fn metrics(&self) -> MetricsSnapshot {
+        self.metrics.snapshot()
+    }
+
     /// Where the application is in its life.
     pub fn state(&self) -> State {
         self.shared.get()
@@ -237,6 +246,7 @@ impl Streams {
             self.shared.clone(),
             watch,
             hosted,
+            self.metrics.clone(),
         ));
         let mut threads = JoinSet::new();
         for index in 0..self.config.num_stream_threads {
@@ -280,6 +290,8 @@ impl Streams {
     /// Stops the threads (each commits what it processed and closes its tasks), waiting up
     /// to `timeout`, then the embedded broker.
     pub async fn close(&mut self, timeout: Duration) -> Result<(), CloseError> {
+        // Queries end with the application; the stores' databases close with its threads.
+        self.queryable = None;
         let failed = matches!(self.state(), State::Error | State::PendingError);
         if !failed {
             self.shared.set(State::PendingShutdown);

@@ -16,6 +16,7 @@ use tokio::task::JoinSet;
 
 use super::assignor::placement::PlacementConfig;
 use super::assignor::{LocalState, StreamsAssignor};
+use super::metrics::StreamsMetrics;
 use super::query::Hosted;
 use super::streams::{Shared, State};
 use super::thread::{self, ThreadContext, ThreadError};
@@ -48,6 +49,7 @@ pub(crate) struct Launcher {
     pub(crate) shared: Arc<Shared>,
     pub(crate) shutdown: watch::Receiver<bool>,
     pub(crate) hosted: Arc<Hosted>,
+    pub(crate) metrics: Arc<StreamsMetrics>,
     /// Threads that have taken up their first tasks.
     assigned: Arc<AtomicUsize>,
     /// The running threads' assignors, by index: where a shutdown request goes.
@@ -66,6 +68,7 @@ impl Launcher {
         shared: Arc<Shared>,
         shutdown: watch::Receiver<bool>,
         hosted: Arc<Hosted>,
+        metrics: Arc<StreamsMetrics>,
     ) -> Self {
         let placement = PlacementConfig {
             standby_replicas: config.num_standby_replicas,
@@ -83,6 +86,7 @@ impl Launcher {
             shared,
             shutdown,
             hosted,
+            metrics,
             assigned: Arc::new(AtomicUsize::new(0)),
             assignors: Mutex::new(BTreeMap::new()),
         }
@@ -124,6 +128,7 @@ impl Launcher {
             stores: self.stores.clone(),
             on_disk_sums: self.on_disk_sums.clone(),
             hosted: self.hosted.clone(),
+            metrics: self.metrics.clone(),
             assignor,
             shutdown: self.shutdown.clone(),
             index,

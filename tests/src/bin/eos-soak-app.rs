@@ -8,7 +8,7 @@
 //!
 //! ```sh
 //! eos-soak-app --bootstrap HOST:PORT --state-dir DIR [--guarantee exactly_once_v2|at_least_once]
-//!              [--commit-interval-ms N] [--threads N]
+//!              [--commit-interval-ms N] [--threads N] [--transaction-timeout-ms N]
 //! ```
 
 use std::path::PathBuf;
@@ -39,6 +39,10 @@ struct Args {
     /// `num.stream.threads`.
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// The producers' `transaction.timeout.ms`; Kafka Streams' default under exactly-once
+    /// (10 s) when not given.
+    #[arg(long)]
+    transaction_timeout_ms: Option<u64>,
 }
 
 fn topology() -> Topology {
@@ -153,6 +157,11 @@ async fn main() -> ExitCode {
         config
             .client_properties
             .push((key.to_string(), value.to_string()));
+    }
+    if let Some(ms) = args.transaction_timeout_ms {
+        config
+            .client_properties
+            .push(("producer.transaction.timeout.ms".into(), ms.to_string()));
     }
     let mut streams = match Streams::new(topology(), config) {
         Ok(s) => s,

@@ -126,6 +126,7 @@ impl TaskManager {
         consumer: &mut Consumer,
         assignment: &TaskAssignment,
     ) -> Result<(), ThreadError> {
+        self.metrics.rebalanced();
         self.hosted.set_hosts(
             &assignment.partitions_by_host,
             &assignment.standby_partitions_by_host,

@@ -21,11 +21,13 @@ use eddy_core::log::TopicPartition;
 use eddy_core::streams::internals::ErrorOrigin;
 use eddy_core::streams::{StreamsError, TaskId, Topology};
 use tokio::sync::{watch, Mutex};
+use tracing::Instrument;
 
 pub(crate) use self::assignment::on_disk_sums;
 use self::errors::ErrorHandlers;
 use self::tasks::{ProducerFactory, TaskManager};
 use super::assignor::StreamsAssignor;
+use super::metrics::{StreamsMetrics, ThreadMetrics};
 use super::query::Hosted;
 use super::restore::{RestoreError, StateUpdater};
 use super::{ProcessingGuarantee, StreamsConfig};
@@ -91,6 +93,8 @@ pub(crate) struct ThreadContext {
     pub(crate) on_disk_sums: BTreeMap<TaskId, i64>,
     /// What the instance hosts, for interactive queries.
     pub(crate) hosted: Arc<Hosted>,
+    /// The instance's figures.
+    pub(crate) metrics: Arc<StreamsMetrics>,
     pub(crate) assignor: Arc<StreamsAssignor>,
     pub(crate) shutdown: watch::Receiver<bool>,
     /// The thread's number in its instance, and the instance's id: its transactional id's
@@ -110,6 +114,7 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
         stores,
         on_disk_sums,
         hosted,
+        metrics,
         assignor,
         shutdown,
         index,
@@ -159,6 +164,7 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
         producer.init_transactions().await?;
     }
     let errors = ErrorHandlers::new(&config);
+    let application_id = config.application_id.clone();
     let manager = Arc::new(Mutex::new(TaskManager {
         topology,
         config,
@@ -182,6 +188,8 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
         errors,
         hosted,
         index,
+        metrics: ThreadMetrics::new(metrics, &application_id, index),
+        late_seen: BTreeMap::new(),
     }));
     manager.lock().await.report_owned().await;
     consumer.set_rebalance_listener(Revocations {
@@ -287,7 +295,8 @@ async fn poll_loop(
             tasks.update_state(consumer, restore_wait).await?;
             tasks.probe_if_due(consumer).await;
             if tasks.commit_due() {
-                tasks.commit(consumer).await?;
+                let span = tracing::debug_span!("commit", thread = tasks.index);
+                tasks.commit(consumer).instrument(span).await?;
             }
             Ok(())
         };

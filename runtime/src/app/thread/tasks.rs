@@ -15,6 +15,7 @@ use eddy_core::streams::{TaskId, Topology};
 use super::errors::{Decision, ErrorHandlers};
 use super::ThreadError;
 use crate::app::assignor::StreamsAssignor;
+use crate::app::metrics::ThreadMetrics;
 use crate::app::query::Hosted;
 use crate::app::restore::StateUpdater;
 use crate::app::StreamsConfig;
@@ -63,6 +64,10 @@ pub(super) struct TaskManager {
     /// What the instance hosts, for interactive queries, and this thread's index in it.
     pub(super) hosted: Arc<Hosted>,
     pub(super) index: usize,
+    /// What the thread reports of itself.
+    pub(super) metrics: ThreadMetrics,
+    /// The records each task had dropped as late at the last commit.
+    pub(super) late_seen: BTreeMap<TaskId, u64>,
 }
 
 fn millis_now() -> i64 {
@@ -120,13 +125,16 @@ impl TaskManager {
     /// Runs every queued record through its task and sends what the tasks wrote.
     pub(super) async fn process(&mut self) -> Result<(), ThreadError> {
         let now = millis_now();
+        let started = Instant::now();
+        let mut processed = 0;
         let mut dead_letters = Vec::new();
         for (id, task) in &mut self.tasks {
+            let _span = tracing::trace_span!("task", task = %id).entered();
             let failed = |source| ThreadError::Task { task: *id, source };
             task.set_wall_clock(now).map_err(failed)?;
             loop {
                 match task.process() {
-                    Ok(true) => {}
+                    Ok(true) => processed += 1,
                     Ok(false) => break,
                     Err(e) => {
                         let record = task.take_failed_record();
@@ -150,6 +158,10 @@ impl TaskManager {
             }
             task.check_stores().map_err(failed)?;
         }
+        self.metrics.processed(processed, started.elapsed());
+        for (kind, n) in std::mem::take(&mut self.errors.dropped) {
+            self.metrics.dropped(kind, n);
+        }
         if !dead_letters.is_empty() {
             self.begin()?;
             for letter in dead_letters {
@@ -169,6 +181,10 @@ impl TaskManager {
     ) -> Result<(), ThreadError> {
         for task in self.updater.poll(wait).await? {
             self.run_task(consumer, task)?;
+        }
+        let (restored, remaining) = self.updater.take_progress();
+        if restored > 0 || remaining > 0 {
+            self.metrics.restoring(restored, remaining);
         }
         Ok(())
     }
@@ -247,6 +263,7 @@ impl TaskManager {
     /// exactly-once) and records in each store the changelog offset it reached (applying its
     /// write buffer, exactly-once).
     pub(super) async fn commit(&mut self, consumer: &mut Consumer) -> Result<(), ThreadError> {
+        let started = Instant::now();
         for task in self.tasks.values_mut() {
             task.flush_stores();
         }
@@ -284,7 +301,28 @@ impl TaskManager {
         self.updater.commit().await?;
         self.report_owned().await;
         self.last_commit = Instant::now();
+        self.metrics.committed(started.elapsed());
+        self.report_figures(consumer);
         Ok(())
+    }
+
+    /// Reports the input partitions' lag and the records the tasks dropped as late.
+    fn report_figures(&mut self, consumer: &Consumer) {
+        let lags = self
+            .inputs
+            .iter()
+            .filter(|(_, id)| self.tasks.contains_key(id))
+            .filter_map(|(tp, _)| Some((tp.clone(), consumer.lag(tp)?)))
+            .collect();
+        self.metrics.lags(lags);
+        let mut late = 0;
+        for (id, task) in &self.tasks {
+            let total: u64 = task.dropped_records().iter().map(|(_, n)| n).sum();
+            let seen = self.late_seen.insert(*id, total).unwrap_or(0);
+            late += total.saturating_sub(seen);
+        }
+        self.late_seen.retain(|id, _| self.tasks.contains_key(id));
+        self.metrics.dropped("late", late);
     }
 
     /// Exactly-once: throws the open transaction away, with the stores' write buffers.

@@ -50,6 +50,9 @@ struct PartitionState {
     paused: bool,
     /// Where to reset after OFFSET_OUT_OF_RANGE.
     needs_reset: bool,
+    /// The partition's end as the last fetch saw it: the high watermark, or the last stable
+    /// offset for `read_committed`.
+    end: Option<i64>,
 }
 
 struct Buffered {
@@ -154,6 +157,12 @@ impl Fetcher {
             .get(tp)
             .map(|s| s.position)
             .ok_or_else(|| ClientError::State(format!("{tp} is not assigned")))
+    }
+
+    /// How far `tp`'s position is behind the partition's end as the last fetch saw it.
+    pub(crate) fn lag(&self, tp: &TopicPartition) -> Option<i64> {
+        let state = self.partitions.get(tp)?;
+        Some((state.end? - state.position?).max(0))
     }
 
     /// Every assigned partition's position, where known.
@@ -465,6 +474,14 @@ impl Fetcher {
                         self.cluster.mark_stale();
                         continue;
                     }
+                }
+                let end = if read_committed && p.last_stable_offset >= 0 {
+                    p.last_stable_offset
+                } else {
+                    p.high_watermark
+                };
+                if end >= 0 {
+                    state.end = Some(end);
                 }
                 let Some(bytes) = p.records else { continue };
                 let aborted = if read_committed {

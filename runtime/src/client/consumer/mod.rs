@@ -296,6 +296,13 @@ impl Consumer {
             .ok_or_else(|| ClientError::State(format!("no position for {tp}")))
     }
 
+    /// How many records of `tp` lie between the consumer's position and the partition's end
+    /// as the last fetch saw it (the last stable offset for `read_committed`); `None` before
+    /// a fetch of it answered.
+    pub fn lag(&self, tp: &TopicPartition) -> Option<i64> {
+        self.fetcher.lag(tp)
+    }
+
     /// Stops fetching these partitions until [`Self::resume`]; `poll` returns none of their
     /// records meanwhile.
     pub fn pause(&mut self, partitions: &[TopicPartition]) -> Result<(), ClientError> {
