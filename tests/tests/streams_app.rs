@@ -227,3 +227,32 @@ async fn a_store_that_claims_more_than_its_changelog_holds_is_refused() {
         .to_string();
     assert!(error.contains("past the changelog's end"), "{error}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_streams_benchmark_processes_every_record_of_each_workload() {
+    use eddy::bench::streams::{run, StreamsLoad, StreamsWorkload};
+    let broker = TestBroker::start().await;
+    let state = tempfile::tempdir().unwrap();
+    for workload in [
+        StreamsWorkload::Stateless,
+        StreamsWorkload::CountByKey,
+        StreamsWorkload::WindowedCount,
+    ] {
+        let load = StreamsLoad {
+            workload,
+            records: 3_000,
+            keys: 100,
+            value_size: 100,
+            partitions: 2,
+            guarantee: ProcessingGuarantee::ExactlyOnceV2,
+            commit_interval: Some(Duration::from_millis(100)),
+            threads: 1,
+        };
+        let figures = run(broker.bootstrap(), &load, state.path()).await.unwrap();
+        assert_eq!(figures.records, 3_000, "{workload:?}");
+        assert!(
+            figures.commits > 0 && figures.records_per_sec() > 0.0,
+            "{workload:?}"
+        );
+    }
+}

@@ -6,9 +6,11 @@
 //! (this module): requests of one batch per partition, `in_flight` at a time, building every
 //! batch (records, CRC-32C) as a client does, and a consumer that keeps one fetch in flight
 //! and counts records from batch headers — the least a client can do, to measure brokers.
-//! The transactional producer is in `transactions`.
+//! The transactional producer is in `transactions`; a streams application's throughput in
+//! `streams`.
 
 pub mod client;
+pub mod streams;
 mod transactions;
 
 pub use transactions::{produce_transactionally, TransactionalThroughput};

@@ -240,6 +240,48 @@ enum BenchCommand {
         #[arg(long, default_value_t = 3)]
         rounds: usize,
     },
+    /// Write keyed input, then run a streams application over it and time it from running to
+    /// every record processed and committed; at-least-once and exactly-once runs alternate
+    /// `--rounds` times and the ratio of their medians is printed.
+    Streams(StreamsBenchArgs),
+}
+
+#[derive(clap::Args)]
+struct StreamsBenchArgs {
+    /// The broker, as host:port.
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    bootstrap: String,
+    /// `stateless` (filter, map_values), `count` (count by key) or `windowed` (one-minute
+    /// tumbling count by key).
+    #[arg(long, default_value = "stateless")]
+    workload: String,
+    /// Input records.
+    #[arg(long, default_value_t = 1_000_000)]
+    records: u64,
+    /// Distinct keys.
+    #[arg(long, default_value_t = 100_000)]
+    keys: u64,
+    /// Bytes per value.
+    #[arg(long, default_value_t = 100)]
+    value_size: usize,
+    /// Partitions of the input and output.
+    #[arg(long, default_value_t = 4)]
+    partitions: i32,
+    /// `commit.interval.ms`, for both guarantees.
+    #[arg(long, default_value_t = 100)]
+    commit_interval_ms: u64,
+    /// `num.stream.threads`.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Runs of each guarantee, alternated.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Only this guarantee (`exactly_once_v2` or `at_least_once`), no comparison.
+    #[arg(long)]
+    guarantee: Option<String>,
+    /// Where the applications keep their state (a fresh directory under it per run).
+    #[arg(long, default_value = "eddy-bench-state")]
+    state_dir: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -459,6 +501,83 @@ async fn run_bench(command: BenchCommand) -> std::io::Result<()> {
                 percentile(0.99)
             );
         }
+        BenchCommand::Streams(args) => run_streams_bench(args).await?,
+    }
+    Ok(())
+}
+
+async fn run_streams_bench(args: StreamsBenchArgs) -> std::io::Result<()> {
+    use eddy::app::ProcessingGuarantee;
+    use eddy::bench::streams::{self, StreamsLoad, StreamsWorkload};
+    let invalid = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, what);
+    let workload = match args.workload.as_str() {
+        "stateless" => StreamsWorkload::Stateless,
+        "count" => StreamsWorkload::CountByKey,
+        "windowed" => StreamsWorkload::WindowedCount,
+        other => {
+            return Err(invalid(format!(
+                "--workload {other}: stateless, count or windowed"
+            )))
+        }
+    };
+    let guarantee = |name: &str| match name {
+        "exactly_once_v2" => Ok(ProcessingGuarantee::ExactlyOnceV2),
+        "at_least_once" => Ok(ProcessingGuarantee::AtLeastOnce),
+        other => Err(invalid(format!(
+            "--guarantee {other}: exactly_once_v2 or at_least_once"
+        ))),
+    };
+    let guarantees = match &args.guarantee {
+        Some(one) => vec![guarantee(one)?],
+        None => vec![
+            ProcessingGuarantee::AtLeastOnce,
+            ProcessingGuarantee::ExactlyOnceV2,
+        ],
+    };
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); guarantees.len()];
+    for round in 0..args.rounds.max(1) {
+        // The order alternates, so that a shared machine's slow spells fall on both.
+        let mut order: Vec<usize> = (0..guarantees.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            let load = StreamsLoad {
+                workload,
+                records: args.records,
+                keys: args.keys,
+                value_size: args.value_size,
+                partitions: args.partitions,
+                guarantee: guarantees[i],
+                commit_interval: Some(std::time::Duration::from_millis(args.commit_interval_ms)),
+                threads: args.threads,
+            };
+            let dir = args.state_dir.join(format!("run-{round}-{i}"));
+            let run = streams::run(&args.bootstrap, &load, &dir)
+                .await
+                .map_err(std::io::Error::other)?;
+            let _ = std::fs::remove_dir_all(&dir);
+            println!(
+                "{{\"test\":\"streams-{}\",\"guarantee\":\"{:?}\",\"records\":{},\"seconds\":{:.3},\"records_per_sec\":{:.0},\"commits\":{}}}",
+                args.workload,
+                guarantees[i],
+                run.records,
+                run.elapsed.as_secs_f64(),
+                run.records_per_sec(),
+                run.commits
+            );
+            rates[i].push(run.records_per_sec());
+        }
+    }
+    let medians: Vec<f64> = rates.iter_mut().map(|r| median(r)).collect();
+    if let [at_least_once, exactly_once] = medians[..] {
+        println!(
+            "{{\"test\":\"streams-{}\",\"at_least_once_median\":{:.0},\"exactly_once_median\":{:.0},\"exactly_once_cost\":{:.3}}}",
+            args.workload,
+            at_least_once,
+            exactly_once,
+            1.0 - exactly_once / at_least_once
+        );
     }
     Ok(())
 }
