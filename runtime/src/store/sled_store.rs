@@ -320,8 +320,23 @@ impl SledStores {
     }
 }
 
+/// How long an open waits for a database of the same directory, just dropped, to let go
+/// of its lock (sled's flusher thread holds it a moment after the drop).
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 fn open(dir: &Path) -> Result<sled::Db, sled::Error> {
-    sled::Config::new().path(dir).open()
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match sled::Config::new().path(dir).open() {
+            Err(sled::Error::Io(e))
+                if e.to_string().contains("could not acquire lock")
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
 }
 
 impl StoreSupplier for SledStores {

@@ -142,6 +142,7 @@ fn a_task_store_over_sled_keeps_only_committed_writes_under_exactly_once() {
     drop(store);
     stores.close("0_0").unwrap();
     let reopened = stores.inner("0_0", &definition);
+    assert_eq!(reopened.failure(), None);
     assert_eq!(contents(&*reopened), [(b"a".to_vec(), b"1".to_vec())]);
     assert_eq!(reopened.changelog_offset(), Some(1));
     assert!(stores.task_dir("0_0").is_dir());
