@@ -247,6 +247,7 @@ async fn the_streams_benchmark_processes_every_record_of_each_workload() {
             guarantee: ProcessingGuarantee::ExactlyOnceV2,
             commit_interval: Some(Duration::from_millis(100)),
             threads: 1,
+            checkpoint_interval: None,
         };
         let figures = run(broker.bootstrap(), &load, state.path()).await.unwrap();
         assert_eq!(figures.records, 3_000, "{workload:?}");

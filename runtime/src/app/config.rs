@@ -95,6 +95,15 @@ pub struct StreamsConfig {
     /// `statestore.cache.max.bytes`: the record caches of an instance's tasks together.
     /// Default 10 MiB.
     pub statestore_cache_max_bytes: usize,
+    /// `state.checkpoint.interval.ms` (eddy's own): how long committed writes may wait in a
+    /// thread's write buffers before they are applied to sled, in one batch per store with
+    /// the changelog offset they reach. A key updated many times in the interval reaches
+    /// sled once; after a crash, restoration replays the changelog from the last
+    /// checkpoint. Default 1 s.
+    pub state_checkpoint_interval: Duration,
+    /// `state.checkpoint.max.bytes` (eddy's own): the write buffers of a thread's tasks
+    /// together are checkpointed early once they hold this much. Default 64 MiB.
+    pub state_checkpoint_max_bytes: usize,
     /// `acceptable.recovery.lag`: how far behind its changelog a copy of a task's state may
     /// be and still take the task at once. Default 10,000 records.
     pub acceptable_recovery_lag: u64,
@@ -163,6 +172,8 @@ impl StreamsConfig {
             state_dir: std::env::temp_dir().join("kafka-streams"),
             num_standby_replicas: 0,
             statestore_cache_max_bytes: 10 * 1024 * 1024,
+            state_checkpoint_interval: Duration::from_secs(1),
+            state_checkpoint_max_bytes: 64 * 1024 * 1024,
             acceptable_recovery_lag: 10_000,
             max_warmup_replicas: 2,
             probing_rebalance_interval: Duration::from_secs(600),
@@ -214,6 +225,12 @@ impl StreamsConfig {
             "num.standby.replicas" => self.num_standby_replicas = number(key, value)?,
             "statestore.cache.max.bytes" => {
                 self.statestore_cache_max_bytes = number(key, value)?;
+            }
+            "state.checkpoint.interval.ms" => {
+                self.state_checkpoint_interval = millis(key, value)?;
+            }
+            "state.checkpoint.max.bytes" => {
+                self.state_checkpoint_max_bytes = number(key, value)?;
             }
             "acceptable.recovery.lag" => self.acceptable_recovery_lag = number(key, value)?,
             "max.warmup.replicas" => self.max_warmup_replicas = number(key, value)?,

@@ -48,6 +48,8 @@ pub struct StreamsLoad {
     pub commit_interval: Option<Duration>,
     /// `num.stream.threads`.
     pub threads: usize,
+    /// `state.checkpoint.interval.ms`; the default when `None`.
+    pub checkpoint_interval: Option<Duration>,
 }
 
 /// What a streams run measured.
@@ -133,6 +135,9 @@ pub async fn run(
     config.processing_guarantee = load.guarantee;
     config.commit_interval_ms = load.commit_interval;
     config.num_stream_threads = load.threads;
+    if let Some(interval) = load.checkpoint_interval {
+        config.state_checkpoint_interval = interval;
+    }
     let mut streams = Streams::new(topology(load.workload, &input, &output), config)
         .map_err(|e| ClientError::Config(e.to_string()))?;
     streams

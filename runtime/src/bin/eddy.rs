@@ -273,6 +273,10 @@ struct StreamsBenchArgs {
     /// `num.stream.threads`.
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// `state.checkpoint.interval.ms`: how long committed state may wait in memory before
+    /// it is applied to sled.
+    #[arg(long, default_value_t = 1000)]
+    checkpoint_interval_ms: u64,
     /// Runs of each guarantee, alternated.
     #[arg(long, default_value_t = 3)]
     rounds: usize,
@@ -551,6 +555,9 @@ async fn run_streams_bench(args: StreamsBenchArgs) -> std::io::Result<()> {
                 guarantee: guarantees[i],
                 commit_interval: Some(std::time::Duration::from_millis(args.commit_interval_ms)),
                 threads: args.threads,
+                checkpoint_interval: Some(std::time::Duration::from_millis(
+                    args.checkpoint_interval_ms,
+                )),
             };
             let dir = args.state_dir.join(format!("run-{round}-{i}"));
             let run = streams::run(&args.bootstrap, &load, &dir)

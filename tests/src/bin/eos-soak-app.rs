@@ -9,6 +9,7 @@
 //! ```sh
 //! eos-soak-app --bootstrap HOST:PORT --state-dir DIR [--guarantee exactly_once_v2|at_least_once]
 //!              [--commit-interval-ms N] [--threads N] [--transaction-timeout-ms N]
+//!              [--checkpoint-interval-ms N]
 //! ```
 
 use std::path::PathBuf;
@@ -43,6 +44,10 @@ struct Args {
     /// (10 s) when not given.
     #[arg(long)]
     transaction_timeout_ms: Option<u64>,
+    /// `state.checkpoint.interval.ms`: how long committed state may wait in memory before it
+    /// reaches sled; the library's default (1 s) when not given.
+    #[arg(long)]
+    checkpoint_interval_ms: Option<u64>,
 }
 
 fn topology() -> Topology {
@@ -157,6 +162,9 @@ async fn main() -> ExitCode {
         config
             .client_properties
             .push((key.to_string(), value.to_string()));
+    }
+    if let Some(ms) = args.checkpoint_interval_ms {
+        config.state_checkpoint_interval = Duration::from_millis(ms);
     }
     if let Some(ms) = args.transaction_timeout_ms {
         config

@@ -177,10 +177,19 @@ impl StoreInstance {
         self.with_layers(|l| l.flush())
     }
 
-    /// The store's writes are committed, its changelog reaching `changelog_offset`: a write
-    /// buffer applies them to the inner store in one batch.
+    /// The store's writes are committed, its changelog reaching `changelog_offset`.
     pub fn commit(&mut self, changelog_offset: Option<i64>) {
         self.with_layers(|l| l.commit(changelog_offset))
+    }
+
+    /// Applies the committed writes a write buffer holds to the inner store, in one batch.
+    pub fn checkpoint(&mut self) {
+        self.with_layers(|l| l.checkpoint())
+    }
+
+    /// Roughly how many bytes the store's write buffer holds.
+    pub fn held_bytes(&mut self) -> usize {
+        self.with_layers(|l| l.held_bytes())
     }
 
     /// The store's writes since the last commit are abandoned.

@@ -471,13 +471,32 @@ impl StreamTask {
     }
 
     /// The stores' writes are committed: `changelog_offset` gives, by changelog topic (full
-    /// name), the offset the committed changelog reaches. Under exactly-once this applies
-    /// each store's write buffer to its inner store in one batch with that offset.
+    /// name), the offset the committed changelog reaches. Stores without a write buffer
+    /// record it in their inner stores; write buffers keep the committed writes until
+    /// [`checkpoint_stores`](Self::checkpoint_stores).
     pub fn commit_stores(&mut self, changelog_offset: impl Fn(&str) -> Option<i64>) {
         for slot in &mut self.graph.state.stores {
             let offset = changelog_offset(&slot.changelog_topic);
             slot.store.commit(offset);
         }
+    }
+
+    /// Applies the committed writes the stores' write buffers hold to their inner stores,
+    /// each store in one batch with the changelog offset it reaches.
+    pub fn checkpoint_stores(&mut self) {
+        for slot in &mut self.graph.state.stores {
+            slot.store.checkpoint();
+        }
+    }
+
+    /// Roughly how many bytes the stores' write buffers hold.
+    pub fn held_bytes(&mut self) -> usize {
+        self.graph
+            .state
+            .stores
+            .iter_mut()
+            .map(|s| s.store.held_bytes())
+            .sum()
     }
 
     /// The task's stores that are logged to a changelog topic, with its full name: what

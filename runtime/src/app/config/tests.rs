@@ -15,6 +15,8 @@ fn the_defaults_are_kafka_streams_defaults() {
     assert_eq!(config.max_warmup_replicas, 2);
     assert_eq!(config.probing_rebalance_interval, Duration::from_secs(600));
     assert_eq!(config.num_standby_replicas, 0);
+    assert_eq!(config.state_checkpoint_interval, Duration::from_secs(1));
+    assert_eq!(config.state_checkpoint_max_bytes, 64 << 20);
     assert_eq!(config.deserialization_handling, ErrorHandling::Fail);
     assert_eq!(config.production_handling, ErrorHandling::Fail);
     assert!(config
@@ -60,6 +62,8 @@ fn properties_set_the_typed_fields() {
         ),
         ("errors.dead.letter.queue.topic.name", "fraud-dlq"),
         ("replication.factor", "3"),
+        ("state.checkpoint.interval.ms", "250"),
+        ("state.checkpoint.max.bytes", "1048576"),
     ])
     .unwrap();
     assert_eq!(
@@ -79,6 +83,8 @@ fn properties_set_the_typed_fields() {
     assert_eq!(config.production_handling, ErrorHandling::Fail);
     assert_eq!(config.dead_letter_queue_topic.as_deref(), Some("fraud-dlq"));
     assert_eq!(config.replication_factor, 3);
+    assert_eq!(config.state_checkpoint_interval, Duration::from_millis(250));
+    assert_eq!(config.state_checkpoint_max_bytes, 1 << 20);
 }
 
 #[test]

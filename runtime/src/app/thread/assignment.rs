@@ -83,7 +83,9 @@ impl TaskManager {
         task_config.stores = self.stores.clone();
         task_config.cache_max_bytes =
             self.config.statestore_cache_max_bytes / self.config.num_stream_threads.max(1);
-        task_config.write_buffer = self.exactly_once;
+        // Under either guarantee: sled takes a key once per checkpoint, however often it
+        // changes; under exactly-once, sled holds committed state only.
+        task_config.write_buffer = true;
         StreamTask::new(&self.topology, id, &task_config).map_err(|e| ThreadError::Task {
             task: id,
             source: StreamsError::Processor {
@@ -302,6 +304,7 @@ impl TaskManager {
         self.commit(consumer).await?;
         for id in going {
             if let Some(mut task) = self.tasks.remove(id) {
+                task.checkpoint_stores();
                 let sum = offset_sum(&mut task);
                 self.on_disk.insert(*id, sum);
                 task.close()
@@ -383,6 +386,10 @@ impl TaskManager {
             Ok(())
         };
         for (id, task) in &mut self.tasks {
+            if committed.is_ok() {
+                // A clean close leaves sled holding all it committed: no restore on restart.
+                task.checkpoint_stores();
+            }
             if let Err(e) = task.close() {
                 tracing::warn!(task = %id, "closing: {e}");
             }

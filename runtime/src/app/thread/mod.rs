@@ -181,6 +181,8 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
         processed: BTreeMap::new(),
         changelog_reached: BTreeMap::new(),
         last_commit: Instant::now(),
+        last_checkpoint: Instant::now(),
+        processed_since_commit: 0,
         failure: None,
         on_disk: on_disk_sums,
         ends: BTreeMap::new(),

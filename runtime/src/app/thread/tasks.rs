@@ -51,6 +51,10 @@ pub(super) struct TaskManager {
     /// The offset after the last acknowledged changelog record, by changelog partition.
     pub(super) changelog_reached: BTreeMap<TopicPartition, i64>,
     pub(super) last_commit: Instant,
+    /// When the stores' write buffers were last applied to sled.
+    pub(super) last_checkpoint: Instant,
+    /// Records processed since the last commit.
+    pub(super) processed_since_commit: u64,
     /// What failed inside a rebalance callback, for the thread to act on after its poll.
     pub(super) failure: Option<ThreadError>,
     /// The offset sums of state on disk that no task here holds (reported for stickiness).
@@ -158,6 +162,7 @@ impl TaskManager {
             }
             task.check_stores().map_err(failed)?;
         }
+        self.processed_since_commit += processed;
         self.metrics.processed(processed, started.elapsed());
         for (kind, n) in std::mem::take(&mut self.errors.dropped) {
             self.metrics.dropped(kind, n);
@@ -286,12 +291,16 @@ impl TaskManager {
                 consumer.commit(&offsets).await?;
             }
         }
+        let checkpoint = self.checkpoint_due();
         for (id, task) in &mut self.tasks {
             let partition = task.id().partition;
             let reached = &self.changelog_reached;
             task.commit_stores(|topic| {
                 reached.get(&TopicPartition::new(topic, partition)).copied()
             });
+            if checkpoint {
+                task.checkpoint_stores();
+            }
             let end: i64 = task
                 .logged_stores()
                 .filter_map(|(_, store)| store.changelog_offset())
@@ -301,9 +310,28 @@ impl TaskManager {
         self.updater.commit().await?;
         self.report_owned().await;
         self.last_commit = Instant::now();
+        if checkpoint {
+            self.last_checkpoint = self.last_commit;
+        }
+        self.processed_since_commit = 0;
         self.metrics.committed(started.elapsed());
         self.report_figures(consumer);
         Ok(())
+    }
+
+    /// Whether this commit applies the write buffers to sled: once
+    /// `state.checkpoint.interval.ms` has passed, once they hold
+    /// `state.checkpoint.max.bytes`, or when nothing was processed since the last commit (an
+    /// idle thread has nothing to coalesce, and its state on disk catches up).
+    fn checkpoint_due(&mut self) -> bool {
+        self.processed_since_commit == 0
+            || self.last_checkpoint.elapsed() >= self.config.state_checkpoint_interval
+            || self
+                .tasks
+                .values_mut()
+                .map(|t| t.held_bytes())
+                .sum::<usize>()
+                >= self.config.state_checkpoint_max_bytes
     }
 
     /// Reports the input partitions' lag and the records the tasks dropped as late.

@@ -134,11 +134,17 @@ fn a_task_store_over_sled_keeps_only_committed_writes_under_exactly_once() {
     let mut store = LayeredKeyValueStore::new("counts", stores.inner("0_0", &definition), config);
     store.put_slice(b"a", Some(b"1"));
     store.layers_mut().commit(Some(1));
+    store.layers_mut().checkpoint();
     store.put_slice(b"a", Some(b"2"));
+    store.layers_mut().commit(Some(2));
     store.put_slice(b"b", Some(b"3"));
     assert_eq!(store.get(b"a").as_deref(), Some(&b"2"[..]));
-    // The transaction aborted: sled never saw the second interval.
+    // The transaction aborted: the store reads as its last commit left it.
     store.layers_mut().abort();
+    assert_eq!(store.get(b"a").as_deref(), Some(&b"2"[..]));
+    assert_eq!(store.get(b"b"), None);
+    // A crash before the next checkpoint: sled holds the first interval, with its offset,
+    // and never saw the third.
     drop(store);
     stores.close("0_0").unwrap();
     let reopened = stores.inner("0_0", &definition);

@@ -42,10 +42,14 @@ pub struct RecordCache {
     /// The cached keys by last write, oldest first.
     by_use: BTreeMap<u64, Box<[u8]>>,
     clock: u64,
+    /// The clock at the last flush: entries used after it are the dirty ones.
+    flushed_at: u64,
     bytes: usize,
     max_bytes: usize,
     /// Where a value read from below goes before an update.
     scratch: Vec<u8>,
+    /// Where an update builds its value.
+    built: Vec<u8>,
 }
 
 impl RecordCache {
@@ -56,9 +60,11 @@ impl RecordCache {
             entries: Overlay::new(),
             by_use: BTreeMap::new(),
             clock: 0,
+            flushed_at: 0,
             bytes: 0,
             max_bytes,
             scratch: Vec::new(),
+            built: Vec::new(),
         }
     }
 
@@ -72,7 +78,7 @@ impl RecordCache {
         self.entries.len()
     }
 
-    fn write(&mut self, key: &[u8], value: Option<Box<[u8]>>) {
+    fn write(&mut self, key: &[u8], value: Option<&[u8]>) {
         self.clock += 1;
         let used = self.clock;
         match self.entries.get_mut(key) {
@@ -82,17 +88,19 @@ impl RecordCache {
                     .by_use
                     .remove(&entry.used)
                     .expect("a cached key has a place in the order of use");
-                *entry = CacheEntry {
-                    value,
-                    dirty: true,
-                    used,
-                };
+                match (&mut entry.value, value) {
+                    // A value of the same length (a count, a sum) is rewritten in place.
+                    (Some(old), Some(new)) if old.len() == new.len() => old.copy_from_slice(new),
+                    (slot, value) => *slot = value.map(Box::from),
+                }
+                entry.dirty = true;
+                entry.used = used;
                 self.bytes += entry.size(&key);
                 self.by_use.insert(used, key);
             }
             None => {
                 let entry = CacheEntry {
-                    value,
+                    value: value.map(Box::from),
                     dirty: true,
                     used,
                 };
@@ -159,11 +167,12 @@ impl StoreLayer for RecordCache {
     }
 
     fn put(&mut self, key: &[u8], value: Option<&[u8]>) {
-        self.write(key, value.map(Box::from));
+        self.write(key, value);
     }
 
     fn update(&mut self, key: &[u8], update: &mut UpdateBytes<'_>) {
-        let mut new = Vec::new();
+        let mut new = std::mem::take(&mut self.built);
+        new.clear();
         let (had, present) = match self.entries.get(key) {
             Some(entry) => (
                 entry.value.is_some(),
@@ -176,8 +185,9 @@ impl StoreLayer for RecordCache {
             }
         };
         if present || had {
-            self.write(key, present.then(|| new.into_boxed_slice()));
+            self.write(key, present.then_some(&new[..]));
         }
+        self.built = new;
     }
 
     fn put_unlogged(&mut self, key: &[u8], value: Option<&[u8]>) {
@@ -212,18 +222,27 @@ impl StoreLayer for RecordCache {
             by_use,
             ..
         } = self;
-        for key in by_use.values() {
+        // The entries written since the last flush, oldest first: the dirty ones.
+        for (_, key) in by_use.range(self.flushed_at + 1..) {
             let entry = entries.get_mut(key).expect("a key in use is cached");
-            if entry.dirty {
-                below.put(key, entry.value.as_deref());
-                entry.dirty = false;
-            }
+            debug_assert!(entry.dirty, "an entry used since the flush is dirty");
+            below.put(key, entry.value.as_deref());
+            entry.dirty = false;
         }
+        self.flushed_at = self.clock;
         below.flush();
     }
 
     fn commit(&mut self, changelog_offset: Option<i64>) {
         self.below.commit(changelog_offset)
+    }
+
+    fn checkpoint(&mut self) {
+        self.below.checkpoint()
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.below.held_bytes()
     }
 
     fn abort(&mut self) {

@@ -112,6 +112,14 @@ impl StoreLayer for ChangeLogging {
         self.below.commit(changelog_offset)
     }
 
+    fn checkpoint(&mut self) {
+        self.below.checkpoint()
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.below.held_bytes()
+    }
+
     fn abort(&mut self) {
         self.log.clear();
         self.below.abort()

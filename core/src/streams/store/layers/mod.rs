@@ -1,6 +1,6 @@
 //! The layers every store is made of, as Kafka Streams wraps its stores: over an inner
-//! [`BytesStore`], an optional exactly-once [`WriteBuffer`] (writes held until their commit is
-//! acknowledged), an optional [`ChangeLogging`] layer (every write recorded for the changelog
+//! [`BytesStore`], an optional [`WriteBuffer`] (writes held until a checkpoint after their
+//! commit), an optional [`ChangeLogging`] layer (every write recorded for the changelog
 //! topic) and an optional [`RecordCache`] (`statestore.cache.max.bytes`: writes coalesced per
 //! key until flushed or evicted). Each is a [`StoreLayer`]; key-value, window and session
 //! stores are built over the top one, so every inner store gets them all.
@@ -87,9 +87,19 @@ pub trait StoreLayer: Send {
     fn flush(&mut self);
 
     /// The writes so far are committed, the changelog reaching `changelog_offset`
-    /// (exclusive) when the store is logged: a write buffer applies them to the inner store
-    /// in one batch with that offset.
+    /// (exclusive) when the store is logged. A store without a write buffer records the
+    /// offset in its inner store at once; a write buffer keeps the committed writes (a key
+    /// written again before the [`checkpoint`](Self::checkpoint) reaches the inner store
+    /// once).
     fn commit(&mut self, changelog_offset: Option<i64>);
+
+    /// Applies the committed writes a write buffer holds to the inner store, in one batch
+    /// with the changelog offset they reach. Nothing for the other layers.
+    fn checkpoint(&mut self);
+
+    /// Roughly how many bytes of committed and open writes the write buffer holds: what
+    /// tells the runtime to checkpoint early.
+    fn held_bytes(&self) -> usize;
 
     /// The writes since the last commit are abandoned: a write buffer and a cache forget
     /// them, the inner store keeps what it had.
@@ -109,7 +119,9 @@ pub struct LayerConfig {
     pub logging: bool,
     /// Hold up to this many bytes of writes in a record cache (0: no cache).
     pub cache_max_bytes: usize,
-    /// Hold writes until their commit is acknowledged (exactly-once).
+    /// Hold writes until a checkpoint after their commit (exactly-once: the inner store
+    /// holds committed state only; either guarantee: a key written often reaches the inner
+    /// store once per checkpoint).
     pub write_buffer: bool,
 }
 
@@ -225,6 +237,12 @@ impl StoreLayer for Unbuffered {
         } else {
             self.restored.apply(&mut *self.inner, changelog_offset);
         }
+    }
+
+    fn checkpoint(&mut self) {}
+
+    fn held_bytes(&self) -> usize {
+        0
     }
 
     fn abort(&mut self) {

@@ -15,6 +15,9 @@ import java.util.List;
  *   serve                                  many driver runs in one JVM, one request a line
  *   bench NAME --bootstrap HOST:PORT [--records N] [--partitions P] [--threads T]
  *                                          throughput of a real KafkaStreams instance
+ *   workload-bench WORKLOAD --bootstrap HOST:PORT [--records N] [--keys K] [--value-size B]
+ *       [--partitions P] [--guarantee G] [--commit-interval-ms C] [--transactional-stores]
+ *                                          eddy bench streams' workloads (see WorkloadBench)
  * </pre>
  */
 public final class Main {
@@ -63,8 +66,49 @@ public final class Main {
                 }
                 Bench.run(Catalog.get(args[1]), bootstrap, records, partitions, threads);
             }
+            case "workload-bench" -> WorkloadBench.run(workloadLoad(args));
             default -> usage();
         }
+    }
+
+    private static WorkloadBench.Load workloadLoad(String[] args) {
+        if (args.length < 2) {
+            usage();
+        }
+        String bootstrap = null;
+        long records = 1_000_000;
+        long keys = 100_000;
+        int valueSize = 100;
+        int partitions = 4;
+        String guarantee = "exactly_once_v2";
+        int commitIntervalMs = 100;
+        boolean transactionalStores = false;
+        for (int i = 2; i < args.length; i++) {
+            String flag = args[i];
+            if (flag.equals("--transactional-stores")) {
+                transactionalStores = true;
+                continue;
+            }
+            if (i + 1 >= args.length) {
+                usage();
+            }
+            String value = args[++i];
+            switch (flag) {
+                case "--bootstrap" -> bootstrap = value;
+                case "--records" -> records = Long.parseLong(value);
+                case "--keys" -> keys = Long.parseLong(value);
+                case "--value-size" -> valueSize = Integer.parseInt(value);
+                case "--partitions" -> partitions = Integer.parseInt(value);
+                case "--guarantee" -> guarantee = value;
+                case "--commit-interval-ms" -> commitIntervalMs = Integer.parseInt(value);
+                default -> usage();
+            }
+        }
+        if (bootstrap == null) {
+            usage();
+        }
+        return new WorkloadBench.Load(args[1], bootstrap, records, keys, valueSize, partitions, guarantee,
+                commitIntervalMs, transactionalStores);
     }
 
     private static void need(String[] args, int n) {
@@ -75,7 +119,10 @@ public final class Main {
 
     private static void usage() {
         System.err.println("usage: list | describe NAME | driver NAME INPUT OUTPUT | serve"
-                + " | bench NAME --bootstrap HOST:PORT [--records N] [--partitions P] [--threads T]");
+                + " | bench NAME --bootstrap HOST:PORT [--records N] [--partitions P] [--threads T]"
+                + " | workload-bench stateless|count|windowed --bootstrap HOST:PORT [--records N] [--keys K]"
+                + " [--value-size B] [--partitions P] [--guarantee G] [--commit-interval-ms C]"
+                + " [--transactional-stores]");
         System.exit(2);
     }
 }
