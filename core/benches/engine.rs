@@ -127,7 +127,7 @@ fn run(topology: &Topology, records: &[Record]) -> (Duration, usize) {
             break;
         }
         while task.process().expect("process") {}
-        task.flush_stores();
+        task.flush_stores().unwrap();
         produced += task.output().len();
         task.clear_output();
         produced += task.changelog().iter().map(|(_, w)| w.len()).sum::<usize>();

@@ -119,7 +119,7 @@ impl DriverState {
         let task = self.tasks.get_mut(&id).expect("the task exists");
         // The driver commits after every record, as Kafka's does, and keeps no changelog
         // topics: stores are read directly.
-        task.flush_stores();
+        task.flush_stores()?;
         task.check_stores()?;
         task.clear_changelog();
         task.commit_stores(|_| None);

@@ -74,11 +74,16 @@ pub(crate) struct StreamAggregate<K, V, VA> {
     pub(crate) nulls: (Nulls<K>, Nulls<V>),
     pub(crate) send_old_values: Arc<AtomicBool>,
     pub(crate) handle: Option<KeyValueStoreHandle<K, ValueAndTimestamp<VA>>>,
+    /// Whether the store's record cache forwards the updates, when it sends them down.
+    pub(crate) forwarded_at_flush: bool,
 }
 
 impl<K: Data, V: Data, VA: Data> Processor<K, V, K, Change<VA>> for StreamAggregate<K, V, VA> {
     fn init(&mut self, ctx: &mut ProcessorContext<'_, K, Change<VA>>) -> Result<(), StreamsError> {
-        self.handle = Some(ctx.key_value_store_handle(&self.store)?);
+        let handle = ctx.key_value_store_handle(&self.store)?;
+        let old_values = self.send_old_values.load(Ordering::Relaxed);
+        self.forwarded_at_flush = ctx.forward_on_flush(&handle, old_values);
+        self.handle = Some(handle);
         Ok(())
     }
 
@@ -95,6 +100,8 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, K, Change<VA>> for StreamAggreg
             return Ok(());
         }
         let send_old = self.send_old_values.load(Ordering::Relaxed);
+        // Forwarded at flush, the update needs no copy here.
+        let forward_now = !self.forwarded_at_flush;
         let mut outcome = None;
         let fold = &self.fold;
         let mut value = Some(r.value);
@@ -103,9 +110,15 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, K, Change<VA>> for StreamAggreg
                 Some(s) => (Some(s.value), r.timestamp.max(s.timestamp)),
                 None => (None, r.timestamp),
             };
-            let kept = if send_old { old.clone() } else { None };
+            let kept = if send_old && forward_now {
+                old.clone()
+            } else {
+                None
+            };
             let new = fold.apply(&r.key, value.take()?, old);
-            outcome = Some((new.clone(), kept, timestamp));
+            if forward_now {
+                outcome = Some((new.clone(), kept, timestamp));
+            }
             Some(ValueAndTimestamp {
                 value: new,
                 timestamp,

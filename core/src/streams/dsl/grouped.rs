@@ -138,6 +138,7 @@ impl<K: Data, V: Data> KGroupedStream<K, V> {
                 nulls: nulls.clone(),
                 send_old_values: flag,
                 handle: None,
+                forwarded_at_flush: false,
             },
         );
         match parts {

@@ -6,10 +6,13 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use super::flush::{FlushForwarder, TimestampedFlush};
 use super::{Data, Graph, PunctuationType, Schedule, ScheduleId, StoreInstance};
 use crate::log::Timestamp;
 use crate::streams::record::{Record, RecordMetadata};
-use crate::streams::store::{KeyValueSerdes, KeyValueStore, SessionStore, WindowStore};
+use crate::streams::store::{
+    Flushed, KeyValueSerdes, KeyValueStore, SessionStore, ValueAndTimestamp, WindowStore,
+};
 use crate::streams::StreamsError;
 
 /// Where a store is in its task, with its serdes.
@@ -173,6 +176,36 @@ impl<'a, KOut, VOut> ProcessorContext<'a, KOut, VOut> {
             matches!(s, StoreInstance::KeyValue(_) | StoreInstance::Shared(_))
         })
         .map(KeyValueStoreHandle)
+    }
+
+    /// Has the updates of the timestamped key-value store behind `handle` forwarded from
+    /// this processor when the store's record cache sends them down (at a commit, or when
+    /// it evicts them), as Kafka's caching stores do: `Change`s with the stored timestamp, the
+    /// old value when `old_values`. `true` when the store has a cache; the processor must not
+    /// forward its updates itself then.
+    pub(crate) fn forward_on_flush<K: Data, V: Data>(
+        &mut self,
+        handle: &KeyValueStoreHandle<K, ValueAndTimestamp<V>>,
+        old_values: bool,
+    ) -> bool {
+        let index = handle.0.index;
+        let slot = &mut self.graph.state.stores[index];
+        if !slot.store.forward_flushes(old_values) {
+            return false;
+        }
+        let forward = TimestampedFlush {
+            store: slot.definition.name().to_string(),
+            serdes: handle.0.serdes.clone(),
+            old_values,
+            _types: PhantomData,
+        };
+        self.graph.state.flush_forwarders.push(FlushForwarder {
+            store: index,
+            node: self.node,
+            forward: Some(Box::new(forward)),
+            buffer: Flushed::default(),
+        });
+        true
     }
 
     /// The store behind `handle`, typed.

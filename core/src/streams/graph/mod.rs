@@ -7,11 +7,13 @@
 //! nodes, the task engine — builds on this module, and it on none of them.
 
 mod context;
+mod flush;
 mod output;
 mod punctuation;
 
 pub(crate) use context::StoreReader;
 pub use context::{KeyValueStoreHandle, ProcessorContext, SessionStoreHandle, WindowStoreHandle};
+pub(crate) use flush::FlushForwarder;
 pub use output::{Output, OutputRecord, SinkRecord};
 pub use punctuation::{Punctuation, PunctuationType, ScheduleId};
 
@@ -22,7 +24,7 @@ use crate::log::Timestamp;
 use crate::serde::SerdeError;
 use crate::streams::record::RecordMetadata;
 use crate::streams::store::{
-    BytesStore, ChangelogBatch, ChangelogRecord, KeyValueBytesStore, LayerConfig,
+    BytesStore, ChangelogBatch, ChangelogRecord, Flushed, KeyValueBytesStore, LayerConfig,
     LayeredKeyValueStore, LayeredSessionStore, LayeredWindowStore, Scratch, SessionBytesStore,
     StoreBuilder, StoreKind, StoreLayer, WindowBytesStore,
 };
@@ -192,6 +194,17 @@ impl StoreInstance {
         self.with_layers(|l| l.held_bytes())
     }
 
+    /// Makes the store's cache keep what it flushes, for its writer to forward; `false` when
+    /// it has no cache (see [`StoreLayer::forward_flushes`]).
+    pub fn forward_flushes(&mut self, old_values: bool) -> bool {
+        self.with_layers(|l| l.forward_flushes(old_values))
+    }
+
+    /// Exchanges what the store's cache flushed with `into`.
+    pub fn swap_flushed(&mut self, into: &mut Flushed) {
+        self.with_layers(|l| l.swap_flushed(into))
+    }
+
     /// The store's writes since the last commit are abandoned.
     pub fn abort(&mut self) {
         self.with_layers(|l| l.abort())
@@ -268,6 +281,8 @@ pub(crate) struct TaskState {
     pub(crate) failed_node: Option<usize>,
     /// Records dropped by design (late for their window), by node name.
     pub(crate) dropped: Vec<(Arc<str>, u64)>,
+    /// The stores whose writers forward at flush.
+    pub(crate) flush_forwarders: Vec<FlushForwarder>,
 }
 
 impl TaskState {
@@ -295,7 +310,7 @@ impl Graph {
     }
 
     /// Records the first error, which happened in node `node`.
-    fn fail_at(&mut self, node: usize, error: StreamsError) {
+    pub(crate) fn fail_at(&mut self, node: usize, error: StreamsError) {
         if self.state.error.is_none() {
             self.state.error = Some(error);
             self.state.failed_node = Some(node);

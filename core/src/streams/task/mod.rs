@@ -8,6 +8,7 @@
 //! clock. The `TestDriver` and the runtime drive the same engine.
 
 mod failure;
+mod stores;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -21,7 +22,7 @@ use crate::streams::graph::{
     Graph, NodeRole, NodeSlot, Punctuation, PunctuationType, StoreSlot, TaskState,
 };
 use crate::streams::record::RecordMetadata;
-use crate::streams::store::{ChangelogBatch, InMemoryStores, StoreBuilder, StoreSupplier};
+use crate::streams::store::{InMemoryStores, StoreBuilder, StoreSupplier};
 use crate::streams::topology::{BuildContext, NodeKind, TimestampExtractor, Topology};
 use crate::streams::{StreamsError, TopologyError};
 
@@ -250,6 +251,7 @@ impl StreamTask {
                 error: None,
                 failed_node: None,
                 dropped: Vec::new(),
+                flush_forwarders: Vec::new(),
             },
         };
         Ok(Self {
@@ -373,6 +375,10 @@ impl StreamTask {
             }
         }
         self.graph.deliver_raw(node, &mut record);
+        if !self.graph.state.flush_forwarders.is_empty() {
+            // What the record's writes evicted from a cache goes on now.
+            self.graph.forward_flushed();
+        }
         if let Some(e) = self.graph.state.error.take() {
             // The source reads the raw key and value in place: they are still the record's.
             self.failed = self.failure_of(&e, i, offset, timestamp, record);
@@ -443,96 +449,6 @@ impl StreamTask {
         self.graph.state.output.clear();
     }
 
-    /// The store writes since the changelog was last cleared, by changelog topic (full name),
-    /// borrowed from the stores: nothing is copied until the producer copies it.
-    pub fn changelog(&self) -> Vec<(&str, ChangelogBatch<'_>)> {
-        self.graph
-            .state
-            .stores
-            .iter()
-            .map(|s| (&*s.changelog_topic, s.store.changelog()))
-            .filter(|(_, batch)| !batch.is_empty())
-            .collect()
-    }
-
-    /// Forgets the store writes once the caller has taken them (the buffers are kept).
-    pub fn clear_changelog(&mut self) {
-        for slot in &mut self.graph.state.stores {
-            slot.store.clear_changelog();
-        }
-    }
-
-    /// Sends what the stores' record caches hold down to their changelogs and inner stores:
-    /// the first step of a commit, before the changelog is taken.
-    pub fn flush_stores(&mut self) {
-        for slot in &mut self.graph.state.stores {
-            slot.store.flush();
-        }
-    }
-
-    /// The stores' writes are committed: `changelog_offset` gives, by changelog topic (full
-    /// name), the offset the committed changelog reaches. Stores without a write buffer
-    /// record it in their inner stores; write buffers keep the committed writes until
-    /// [`checkpoint_stores`](Self::checkpoint_stores).
-    pub fn commit_stores(&mut self, changelog_offset: impl Fn(&str) -> Option<i64>) {
-        for slot in &mut self.graph.state.stores {
-            let offset = changelog_offset(&slot.changelog_topic);
-            slot.store.commit(offset);
-        }
-    }
-
-    /// Applies the committed writes the stores' write buffers hold to their inner stores,
-    /// each store in one batch with the changelog offset it reaches.
-    pub fn checkpoint_stores(&mut self) {
-        for slot in &mut self.graph.state.stores {
-            slot.store.checkpoint();
-        }
-    }
-
-    /// Roughly how many bytes the stores' write buffers hold.
-    pub fn held_bytes(&mut self) -> usize {
-        self.graph
-            .state
-            .stores
-            .iter_mut()
-            .map(|s| s.store.held_bytes())
-            .sum()
-    }
-
-    /// The task's stores that are logged to a changelog topic, with its full name: what
-    /// restoration fills from the changelog's partition numbered as the task.
-    pub fn logged_stores(&mut self) -> impl Iterator<Item = (&str, &mut StoreInstance)> + '_ {
-        self.graph
-            .state
-            .stores
-            .iter_mut()
-            .filter(|s| s.definition.logging() && !s.definition.is_global())
-            .map(|s| (&*s.changelog_topic, &mut s.store))
-    }
-
-    /// An error for the first store whose inner store failed: what the runtime checks before
-    /// it takes the output of the records processed, so that nothing a failed read or write
-    /// may have changed leaves the task.
-    pub fn check_stores(&mut self) -> Result<(), StreamsError> {
-        for slot in &mut self.graph.state.stores {
-            if let Some(reason) = slot.store.failure() {
-                return Err(StreamsError::Store {
-                    store: slot.definition.name().to_string(),
-                    reason,
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// The stores' writes since the last commit are abandoned (the transaction aborted): the
-    /// write buffers and caches forget them, the inner stores keep the committed state.
-    pub fn abort_stores(&mut self) {
-        for slot in &mut self.graph.state.stores {
-            slot.store.abort();
-        }
-    }
-
     /// Records dropped on purpose (late for their window), by processor name.
     pub fn dropped_records(&self) -> Vec<(String, u64)> {
         self.graph
@@ -541,17 +457,6 @@ impl StreamTask {
             .iter()
             .map(|(n, c)| (n.to_string(), *c))
             .collect()
-    }
-
-    /// The store called `name`, with its definition.
-    pub fn store(&mut self, name: &str) -> Option<(&StoreBuilder, &mut StoreInstance)> {
-        let slot = self
-            .graph
-            .state
-            .stores
-            .iter_mut()
-            .find(|s| s.definition.name() == name)?;
-        Some((&slot.definition, &mut slot.store))
     }
 
     /// Calls every processor's `close`.

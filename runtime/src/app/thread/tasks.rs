@@ -270,7 +270,9 @@ impl TaskManager {
     pub(super) async fn commit(&mut self, consumer: &mut Consumer) -> Result<(), ThreadError> {
         let started = Instant::now();
         for task in self.tasks.values_mut() {
-            task.flush_stores();
+            let id = task.id();
+            task.flush_stores()
+                .map_err(|source| ThreadError::Task { task: id, source })?;
         }
         self.send_written().await?;
         let offsets = self.committable(consumer).await;

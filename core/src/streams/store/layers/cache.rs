@@ -3,6 +3,8 @@
 //! room, when the least recently written entries go down to the layers below — and so to
 //! the changelog — oldest first. A key updated a thousand times in a commit interval reaches
 //! the changelog and the inner store once. Reads and scans see the cache over the store.
+//! When its writer forwards at flush (Kafka's cache flush listener), the cache keeps what it
+//! sends down, with the value it replaced, in a [`Flushed`] for the writer to forward.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -35,6 +37,89 @@ fn value_of(entry: &CacheEntry) -> Option<&[u8]> {
     entry.value.as_deref()
 }
 
+/// The entries a record cache sent down since they were last taken, in the order it sent
+/// them: key, new value (`None`: deleted) and, when asked for, the value it replaced below.
+#[derive(Debug, Default)]
+pub struct Flushed {
+    bytes: Vec<u8>,
+    entries: Vec<FlushedEntry>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct FlushedEntry {
+    key: (usize, usize),
+    new: Option<(usize, usize)>,
+    old: Option<(usize, usize)>,
+}
+
+impl Flushed {
+    fn put(&mut self, bytes: &[u8]) -> (usize, usize) {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(bytes);
+        (start, self.bytes.len())
+    }
+
+    fn push(&mut self, key: &[u8], new: Option<&[u8]>, old: Option<&[u8]>) {
+        let entry = FlushedEntry {
+            key: self.put(key),
+            new: new.map(|v| self.put(v)),
+            old: old.map(|v| self.put(v)),
+        };
+        self.entries.push(entry);
+    }
+
+    /// Whether nothing was sent down.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Forgets the entries, keeping the room.
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.entries.clear();
+    }
+
+    /// The entries: key, new value, old value.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], Option<&[u8]>, Option<&[u8]>)> + '_ {
+        let slice = |(a, b): (usize, usize)| &self.bytes[a..b];
+        self.entries
+            .iter()
+            .map(move |e| (slice(e.key), e.new.map(slice), e.old.map(slice)))
+    }
+}
+
+/// Whether a cache keeps what it flushes, and with which old values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Forwarding {
+    Off,
+    /// The old value only of a deletion (to tell a deletion of nothing from one of something).
+    NewValues,
+    /// The old value of every entry (`sendOldValues`).
+    OldValues,
+}
+
+/// Sends one dirty entry down, keeping it for forwarding when asked to. As Kafka's caching
+/// store, a deletion of a key the store below does not hold is not forwarded.
+fn send_down(
+    below: &mut dyn StoreLayer,
+    forwarding: Forwarding,
+    flushed: &mut Flushed,
+    old: &mut Vec<u8>,
+    key: &[u8],
+    value: Option<&[u8]>,
+) {
+    if forwarding != Forwarding::Off {
+        old.clear();
+        let wants_old = forwarding == Forwarding::OldValues || value.is_none();
+        let had = wants_old && below.get_into(key, old);
+        if value.is_some() || had {
+            let kept = (had && forwarding == Forwarding::OldValues).then_some(&old[..]);
+            flushed.push(key, value, kept);
+        }
+    }
+    below.put(key, value);
+}
+
 /// A cache of writes over a store, bounded in bytes.
 pub struct RecordCache {
     below: Box<dyn StoreLayer>,
@@ -50,6 +135,11 @@ pub struct RecordCache {
     scratch: Vec<u8>,
     /// Where an update builds its value.
     built: Vec<u8>,
+    forwarding: Forwarding,
+    /// What went down since the writer last took it, when it forwards at flush.
+    flushed: Flushed,
+    /// Where an old value is read from below before a flushed entry replaces it.
+    old: Vec<u8>,
 }
 
 impl RecordCache {
@@ -65,6 +155,9 @@ impl RecordCache {
             max_bytes,
             scratch: Vec::new(),
             built: Vec::new(),
+            forwarding: Forwarding::Off,
+            flushed: Flushed::default(),
+            old: Vec::new(),
         }
     }
 
@@ -121,7 +214,14 @@ impl RecordCache {
             let entry = self.entries.remove(&key).expect("a key in use is cached");
             self.bytes -= entry.size(&key);
             if entry.dirty {
-                self.below.put(&key, entry.value.as_deref());
+                send_down(
+                    &mut *self.below,
+                    self.forwarding,
+                    &mut self.flushed,
+                    &mut self.old,
+                    &key,
+                    entry.value.as_deref(),
+                );
             }
         }
     }
@@ -193,7 +293,14 @@ impl StoreLayer for RecordCache {
     fn put_unlogged(&mut self, key: &[u8], value: Option<&[u8]>) {
         // A write the cache still holds goes down first, so the changelog keeps it.
         if let Some(entry) = self.forget(key).filter(|e| e.dirty) {
-            self.below.put(key, entry.value.as_deref());
+            send_down(
+                &mut *self.below,
+                self.forwarding,
+                &mut self.flushed,
+                &mut self.old,
+                key,
+                entry.value.as_deref(),
+            );
         }
         self.below.put_unlogged(key, value);
     }
@@ -220,13 +327,23 @@ impl StoreLayer for RecordCache {
             below,
             entries,
             by_use,
+            forwarding,
+            flushed,
+            old,
             ..
         } = self;
         // The entries written since the last flush, oldest first: the dirty ones.
         for (_, key) in by_use.range(self.flushed_at + 1..) {
             let entry = entries.get_mut(key).expect("a key in use is cached");
             debug_assert!(entry.dirty, "an entry used since the flush is dirty");
-            below.put(key, entry.value.as_deref());
+            send_down(
+                &mut **below,
+                *forwarding,
+                flushed,
+                old,
+                key,
+                entry.value.as_deref(),
+            );
             entry.dirty = false;
         }
         self.flushed_at = self.clock;
@@ -245,10 +362,24 @@ impl StoreLayer for RecordCache {
         self.below.held_bytes()
     }
 
+    fn forward_flushes(&mut self, old_values: bool) -> bool {
+        self.forwarding = if old_values {
+            Forwarding::OldValues
+        } else {
+            Forwarding::NewValues
+        };
+        true
+    }
+
+    fn swap_flushed(&mut self, into: &mut Flushed) {
+        std::mem::swap(&mut self.flushed, into);
+    }
+
     fn abort(&mut self) {
         self.entries.clear();
         self.by_use.clear();
         self.bytes = 0;
+        self.flushed.clear();
         self.below.abort()
     }
 

@@ -13,7 +13,7 @@ mod write_buffer;
 
 use std::ops::Bound;
 
-pub use cache::RecordCache;
+pub use cache::{Flushed, RecordCache};
 pub use logging::{ChangeLogging, ChangelogKey};
 pub use write_buffer::WriteBuffer;
 
@@ -100,6 +100,17 @@ pub trait StoreLayer: Send {
     /// Roughly how many bytes of committed and open writes the write buffer holds: what
     /// tells the runtime to checkpoint early.
     fn held_bytes(&self) -> usize;
+
+    /// From now on the store's record cache keeps each entry it sends down (at a flush or an
+    /// eviction) for [`swap_flushed`](Self::swap_flushed), with the value it replaced below
+    /// when `old_values`: its writer forwards updates then, as Kafka's cache flush listener
+    /// does, instead of at every write. `false` when the store has no cache.
+    fn forward_flushes(&mut self, _old_values: bool) -> bool {
+        false
+    }
+
+    /// Exchanges the entries the cache kept with `into` (which the caller emptied).
+    fn swap_flushed(&mut self, _into: &mut Flushed) {}
 
     /// The writes since the last commit are abandoned: a write buffer and a cache forget
     /// them, the inner store keeps what it had.

@@ -1,0 +1,223 @@
+//! A task's stores as the runtime drives them through a commit: flush (forwarding what the
+//! caches send down), the changelog taken, commit, checkpoint, or abort.
+
+use super::StreamTask;
+use crate::streams::graph::StoreInstance;
+use crate::streams::store::{ChangelogBatch, StoreBuilder};
+use crate::streams::StreamsError;
+
+impl StreamTask {
+    /// The store writes since the changelog was last cleared, by changelog topic (full name),
+    /// borrowed from the stores: nothing is copied until the producer copies it.
+    pub fn changelog(&self) -> Vec<(&str, ChangelogBatch<'_>)> {
+        self.graph
+            .state
+            .stores
+            .iter()
+            .map(|s| (&*s.changelog_topic, s.store.changelog()))
+            .filter(|(_, batch)| !batch.is_empty())
+            .collect()
+    }
+
+    /// Forgets the store writes once the caller has taken them (the buffers are kept).
+    pub fn clear_changelog(&mut self) {
+        for slot in &mut self.graph.state.stores {
+            slot.store.clear_changelog();
+        }
+    }
+
+    /// Sends what the stores' record caches hold down to their changelogs and inner stores,
+    /// forwarding it from the processors that forward at flush: the first step of a commit,
+    /// before the output and the changelog are taken. What a forwarded update writes to a
+    /// cached store further down is flushed in the same call.
+    pub fn flush_stores(&mut self) -> Result<(), StreamsError> {
+        // Each pass can only dirty stores further down the sub-topology: as many passes as
+        // stores settle everything.
+        for _ in 0..=self.graph.state.stores.len() {
+            for slot in &mut self.graph.state.stores {
+                slot.store.flush();
+            }
+            let forwarded = self.graph.forward_flushed();
+            if let Some(e) = self.graph.state.error.take() {
+                self.graph.state.failed_node = None;
+                return Err(e);
+            }
+            if !forwarded {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The stores' writes are committed: `changelog_offset` gives, by changelog topic (full
+    /// name), the offset the committed changelog reaches. Stores without a write buffer
+    /// record it in their inner stores; write buffers keep the committed writes until
+    /// [`checkpoint_stores`](Self::checkpoint_stores).
+    pub fn commit_stores(&mut self, changelog_offset: impl Fn(&str) -> Option<i64>) {
+        for slot in &mut self.graph.state.stores {
+            let offset = changelog_offset(&slot.changelog_topic);
+            slot.store.commit(offset);
+        }
+    }
+
+    /// Applies the committed writes the stores' write buffers hold to their inner stores,
+    /// each store in one batch with the changelog offset it reaches.
+    pub fn checkpoint_stores(&mut self) {
+        for slot in &mut self.graph.state.stores {
+            slot.store.checkpoint();
+        }
+    }
+
+    /// Roughly how many bytes the stores' write buffers hold.
+    pub fn held_bytes(&mut self) -> usize {
+        self.graph
+            .state
+            .stores
+            .iter_mut()
+            .map(|s| s.store.held_bytes())
+            .sum()
+    }
+
+    /// The task's stores that are logged to a changelog topic, with its full name: what
+    /// restoration fills from the changelog's partition numbered as the task.
+    pub fn logged_stores(&mut self) -> impl Iterator<Item = (&str, &mut StoreInstance)> + '_ {
+        self.graph
+            .state
+            .stores
+            .iter_mut()
+            .filter(|s| s.definition.logging() && !s.definition.is_global())
+            .map(|s| (&*s.changelog_topic, &mut s.store))
+    }
+
+    /// An error for the first store whose inner store failed: what the runtime checks before
+    /// it takes the output of the records processed, so that nothing a failed read or write
+    /// may have changed leaves the task.
+    pub fn check_stores(&mut self) -> Result<(), StreamsError> {
+        for slot in &mut self.graph.state.stores {
+            if let Some(reason) = slot.store.failure() {
+                return Err(StreamsError::Store {
+                    store: slot.definition.name().to_string(),
+                    reason,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The stores' writes since the last commit are abandoned (the transaction aborted): the
+    /// write buffers and caches forget them, the inner stores keep the committed state.
+    pub fn abort_stores(&mut self) {
+        for slot in &mut self.graph.state.stores {
+            slot.store.abort();
+        }
+    }
+
+    /// The store called `name`, with its definition.
+    pub fn store(&mut self, name: &str) -> Option<(&StoreBuilder, &mut StoreInstance)> {
+        let slot = self
+            .graph
+            .state
+            .stores
+            .iter_mut()
+            .find(|s| s.definition.name() == name)?;
+        Some((&slot.definition, &mut slot.store))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::log::Record as RawRecord;
+    use crate::serde::{I64Serde, Nullable, Serde, StringSerde};
+    use crate::streams::internals::{StreamTask, TaskConfig};
+    use crate::streams::{Consumed, Grouped, Materialized, Produced, StreamsBuilder, TaskId};
+
+    /// A count by key, with a record cache of `cache_max_bytes`.
+    fn counting_task(cache_max_bytes: usize) -> StreamTask {
+        let builder = StreamsBuilder::new();
+        builder
+            .stream("in", Consumed::with(StringSerde, StringSerde))
+            .group_by_key(Grouped::with(StringSerde, StringSerde))
+            .count(Materialized::named("counts"))
+            .to_stream()
+            .to("out", Produced::with(StringSerde, Nullable(I64Serde)));
+        let topology = builder.build().unwrap();
+        let mut config = TaskConfig::new("app");
+        config.cache_max_bytes = cache_max_bytes;
+        let id = TaskId {
+            subtopology: 0,
+            partition: 0,
+        };
+        let mut task = StreamTask::new(&topology, id, &config).unwrap();
+        task.init().unwrap();
+        task
+    }
+
+    fn feed(task: &mut StreamTask, from: i64, keys: &[(&str, i64)]) {
+        for (i, (key, timestamp)) in keys.iter().enumerate() {
+            let record = RawRecord::new(key.as_bytes().to_vec(), &b"v"[..], *timestamp);
+            task.add_record("in", from + i as i64, record).unwrap();
+        }
+        while task.process().unwrap() {}
+    }
+
+    /// The output so far as (key, count, timestamp), taken.
+    fn taken(task: &mut StreamTask) -> Vec<(String, i64, i64)> {
+        let out = task
+            .output()
+            .to_records()
+            .into_iter()
+            .map(|r| {
+                let key = StringSerde.deserialize("out", &r.key.unwrap()).unwrap();
+                let count = I64Serde.deserialize("out", &r.value.unwrap()).unwrap();
+                (key, count, r.timestamp)
+            })
+            .collect();
+        task.clear_output();
+        out
+    }
+
+    #[test]
+    fn a_cached_count_forwards_each_key_once_at_the_flush_with_its_last_value() {
+        let mut task = counting_task(1 << 20);
+        feed(&mut task, 0, &[("a", 1), ("a", 2), ("b", 3), ("a", 4)]);
+        assert_eq!(taken(&mut task), [], "nothing leaves before the flush");
+        task.flush_stores().unwrap();
+        // In the order of last write, as Kafka's cache flushes its dirty keys, each with the
+        // stored timestamp.
+        assert_eq!(taken(&mut task), [("b".into(), 1, 3), ("a".into(), 3, 4)]);
+        task.flush_stores().unwrap();
+        assert_eq!(taken(&mut task), [], "a clean cache forwards nothing");
+        feed(&mut task, 4, &[("a", 5)]);
+        task.flush_stores().unwrap();
+        assert_eq!(taken(&mut task), [("a".into(), 4, 5)]);
+    }
+
+    #[test]
+    fn a_cache_too_small_for_an_entry_forwards_every_update_as_it_evicts() {
+        let mut task = counting_task(1);
+        feed(&mut task, 0, &[("a", 1), ("a", 2), ("b", 3)]);
+        assert_eq!(
+            taken(&mut task),
+            [("a".into(), 1, 1), ("a".into(), 2, 2), ("b".into(), 1, 3)]
+        );
+        task.flush_stores().unwrap();
+        assert_eq!(taken(&mut task), []);
+    }
+
+    #[test]
+    fn without_a_cache_every_update_is_forwarded_at_once() {
+        let mut task = counting_task(0);
+        feed(&mut task, 0, &[("a", 1), ("a", 2)]);
+        assert_eq!(taken(&mut task), [("a".into(), 1, 1), ("a".into(), 2, 2)]);
+    }
+
+    #[test]
+    fn an_aborted_interval_forwards_nothing_of_it() {
+        let mut task = counting_task(1 << 20);
+        feed(&mut task, 0, &[("a", 1)]);
+        task.abort_stores();
+        task.clear_output();
+        task.flush_stores().unwrap();
+        assert_eq!(taken(&mut task), []);
+    }
+}
