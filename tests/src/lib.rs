@@ -287,3 +287,15 @@ impl TestBroker {
         format!("{name}-{:x}-{n}", nanos % (1 << 40))
     }
 }
+
+/// Logs to standard error at `RUST_LOG`'s levels, `info` by default: what the test
+/// applications print for the suites that run them.
+pub fn log_to_stderr() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+}

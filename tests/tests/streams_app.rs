@@ -257,3 +257,42 @@ async fn the_streams_benchmark_processes_every_record_of_each_workload() {
         );
     }
 }
+
+/// With `group.instance.id` set, each stream thread is a static member of its own, named as
+/// Kafka Streams names them: the id, a dash and the thread's number from 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_thread_is_a_static_member_of_its_own() {
+    let broker = TestBroker::start().await;
+    let input = broker.create_topic(&broker.unique("words"), 2).await;
+    let output = broker.create_topic(&broker.unique("word-counts"), 2).await;
+    let app = broker.unique("static-app");
+    let state = tempfile::tempdir().unwrap();
+    let mut config = config(
+        &app,
+        &broker,
+        state.path(),
+        ProcessingGuarantee::ExactlyOnceV2,
+    );
+    config.num_stream_threads = 2;
+    config.set("consumer.group.instance.id", "node-a").unwrap();
+    let mut streams = running(&input, &output, config).await;
+    let admin = eddy::client::Admin::connect(broker.bootstrap())
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let instances = loop {
+        let group = admin.describe_group(&app).await.unwrap();
+        let mut instances: Vec<String> = group
+            .members
+            .iter()
+            .filter_map(|m| m.group_instance_id.clone())
+            .collect();
+        instances.sort();
+        if instances.len() == 2 || Instant::now() > deadline {
+            break instances;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(instances, ["node-a-1", "node-a-2"]);
+    streams.close(Duration::from_secs(30)).await.unwrap();
+}

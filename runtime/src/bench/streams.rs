@@ -71,7 +71,8 @@ impl StreamsThroughput {
     }
 }
 
-fn topology(workload: StreamsWorkload, input: &str, output: &str) -> Topology {
+/// The topology of `workload`, reading `input` (string keys, byte values) and writing `output`.
+pub fn topology(workload: StreamsWorkload, input: &str, output: &str) -> Topology {
     let builder = StreamsBuilder::new();
     let stream = builder.stream(input, Consumed::with(StringSerde, BytesSerde));
     match workload {

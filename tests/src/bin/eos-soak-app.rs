@@ -125,13 +125,7 @@ impl Signals {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    eddy_tests::log_to_stderr();
     let args = Args::parse();
     let mut signals = match Signals::catch() {
         Ok(s) => s,

@@ -6,7 +6,7 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use super::flush::{FlushForwarder, TimestampedFlush};
+use super::flush::{ChangeFlush, FlushForwarder, FlushedKeys};
 use super::{Data, Graph, PunctuationType, Schedule, ScheduleId, StoreInstance};
 use crate::log::Timestamp;
 use crate::streams::record::{Record, RecordMetadata};
@@ -188,19 +188,27 @@ impl<'a, KOut, VOut> ProcessorContext<'a, KOut, VOut> {
         handle: &KeyValueStoreHandle<K, ValueAndTimestamp<V>>,
         old_values: bool,
     ) -> bool {
-        let index = handle.0.index;
-        let slot = &mut self.graph.state.stores[index];
+        self.forward_flushes_of(&handle.0, FlushedKeys::Plain, old_values)
+    }
+
+    fn forward_flushes_of<K: Data, V: Data>(
+        &mut self,
+        handle: &StoreHandle<K, ValueAndTimestamp<V>>,
+        keys: FlushedKeys,
+        old_values: bool,
+    ) -> bool {
+        let slot = &mut self.graph.state.stores[handle.index];
         if !slot.store.forward_flushes(old_values) {
             return false;
         }
-        let forward = TimestampedFlush {
+        let forward = ChangeFlush {
             store: slot.definition.name().to_string(),
-            serdes: handle.0.serdes.clone(),
+            serdes: handle.serdes.clone(),
+            keys,
             old_values,
-            _types: PhantomData,
         };
         self.graph.state.flush_forwarders.push(FlushForwarder {
-            store: index,
+            store: handle.index,
             node: self.node,
             forward: Some(Box::new(forward)),
             buffer: Flushed::default(),
@@ -234,6 +242,17 @@ impl<'a, KOut, VOut> ProcessorContext<'a, KOut, VOut> {
     ) -> Result<WindowStoreHandle<K, V>, StreamsError> {
         self.store_handle(name, |s| matches!(s, StoreInstance::Window(_)))
             .map(WindowStoreHandle)
+    }
+
+    /// As [`forward_on_flush`](Self::forward_on_flush), for a timestamped window store of
+    /// windows `size_ms` long: the updates are forwarded with windowed keys.
+    pub(crate) fn forward_windows_on_flush<K: Data, V: Data>(
+        &mut self,
+        handle: &WindowStoreHandle<K, ValueAndTimestamp<V>>,
+        size_ms: i64,
+        old_values: bool,
+    ) -> bool {
+        self.forward_flushes_of(&handle.0, FlushedKeys::Windows { size_ms }, old_values)
     }
 
     /// The window store behind `handle`, typed.

@@ -3,11 +3,12 @@
 //! what the cache sends down at a commit (or evicts) is forwarded from the processor then,
 //! decoded from the store's bytes, with the stored timestamp and no headers.
 
-use std::marker::PhantomData;
-
 use super::{Data, Graph};
+use crate::log::Timestamp;
 use crate::streams::record::{Change, Record};
-use crate::streams::store::{Flushed, KeyValueSerdes, ValueAndTimestamp};
+use crate::streams::store::{window_of, Flushed, KeyValueSerdes, ValueAndTimestamp};
+use crate::streams::windowed::Windowed;
+use crate::streams::windows::Window;
 use crate::streams::StreamsError;
 
 /// Forwards, from the node that writes a store, what the store's cache flushed (Kafka's cache
@@ -32,54 +33,115 @@ pub(crate) struct FlushForwarder {
     pub(crate) buffer: Flushed,
 }
 
-/// Forwards a timestamped key-value store's flushed entries as `Change`s of its values.
-pub(crate) struct TimestampedFlush<K, V> {
-    pub(crate) store: String,
-    pub(crate) serdes: KeyValueSerdes<K, ValueAndTimestamp<V>>,
-    pub(crate) old_values: bool,
-    pub(crate) _types: PhantomData<fn(K, V)>,
+/// How a store's entries are keyed, and so what a forwarded update's key is.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum FlushedKeys {
+    /// A key-value store: the record's key.
+    Plain,
+    /// A window store of windows `size_ms` long: the windowed key. Entries that are not a
+    /// window's (the store's bookkeeping) are not forwarded.
+    Windows { size_ms: i64 },
 }
 
-impl<K: Data, V: Data> FlushForward for TimestampedFlush<K, V> {
+/// Forwards a timestamped store's flushed entries as `Change`s of its values.
+pub(crate) struct ChangeFlush<K, V> {
+    pub(crate) store: String,
+    pub(crate) serdes: KeyValueSerdes<K, ValueAndTimestamp<V>>,
+    pub(crate) keys: FlushedKeys,
+    pub(crate) old_values: bool,
+}
+
+impl<K: Data, V: Data> ChangeFlush<K, V> {
+    fn forward_each<KOut: Data>(
+        &self,
+        flushed: &Flushed,
+        graph: &mut Graph,
+        node: usize,
+        key_of: impl Fn(&[u8]) -> Result<Option<KOut>, StreamsError>,
+    ) -> Result<(), StreamsError> {
+        for (entry, new, old) in flushed.iter() {
+            let Some(key) = key_of(entry)? else {
+                continue;
+            };
+            let change = decode_change(&self.store, &self.serdes, new, old, self.old_values)?;
+            if !forward_change(graph, node, key, change) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<K: Data, V: Data> FlushForward for ChangeFlush<K, V> {
     fn forward(
         &mut self,
         flushed: &Flushed,
         graph: &mut Graph,
         node: usize,
     ) -> Result<(), StreamsError> {
-        for (key, new, old) in flushed.iter() {
-            let key = self.serdes.keys.deserialize(&self.store, key)?;
-            let decode = |v: Option<&[u8]>| {
-                v.map(|v| self.serdes.values.deserialize(&self.store, v))
-                    .transpose()
-            };
-            let (new, old) = (decode(new)?, decode(old)?);
-            let timestamp = match (&new, &old) {
-                (Some(n), _) => n.timestamp,
-                (None, Some(o)) => o.timestamp,
-                (None, None) => graph.state.stream_time,
-            };
-            let old = if self.old_values {
-                old.map(|o| o.value)
-            } else {
-                None
-            };
-            graph.state.timestamp = timestamp;
-            graph.forward(
-                node,
-                Record {
-                    key,
-                    value: Change::new(new.map(|n| n.value), old),
-                    timestamp,
-                    headers: Vec::new(),
-                },
-            );
-            if graph.state.error.is_some() {
-                break;
-            }
+        let (keys, store) = (&self.serdes.keys, &self.store);
+        match self.keys {
+            FlushedKeys::Plain => self.forward_each(flushed, graph, node, |entry| {
+                Ok(Some(keys.deserialize(store, entry)?))
+            }),
+            FlushedKeys::Windows { size_ms } => self.forward_each(flushed, graph, node, |entry| {
+                let Some((key, start, _)) = window_of(entry) else {
+                    return Ok(None);
+                };
+                let window = Window {
+                    start,
+                    end: start.saturating_add(size_ms),
+                };
+                Ok(Some(Windowed::new(keys.deserialize(store, key)?, window)))
+            }),
         }
-        Ok(())
     }
+}
+
+/// A flushed entry's values, decoded, with the timestamp of the update: the new value's, or
+/// the old one's for a deletion.
+type DecodedChange<V> = (Change<V>, Option<Timestamp>);
+
+fn decode_change<K, V: 'static>(
+    store: &str,
+    serdes: &KeyValueSerdes<K, ValueAndTimestamp<V>>,
+    new: Option<&[u8]>,
+    old: Option<&[u8]>,
+    old_values: bool,
+) -> Result<DecodedChange<V>, StreamsError> {
+    let decode = |v: Option<&[u8]>| v.map(|v| serdes.values.deserialize(store, v)).transpose();
+    let (new, old) = (decode(new)?, decode(old)?);
+    let timestamp = new
+        .as_ref()
+        .map(|n| n.timestamp)
+        .or(old.as_ref().map(|o| o.timestamp));
+    let old = if old_values {
+        old.map(|o| o.value)
+    } else {
+        None
+    };
+    Ok((Change::new(new.map(|n| n.value), old), timestamp))
+}
+
+/// Forwards one flushed update from `node`; `false` once a processor downstream failed.
+fn forward_change<K: Data, V: Data>(
+    graph: &mut Graph,
+    node: usize,
+    key: K,
+    (change, timestamp): DecodedChange<V>,
+) -> bool {
+    let timestamp = timestamp.unwrap_or(graph.state.stream_time);
+    graph.state.timestamp = timestamp;
+    graph.forward(
+        node,
+        Record {
+            key,
+            value: change,
+            timestamp,
+            headers: Vec::new(),
+        },
+    );
+    graph.state.error.is_none()
 }
 
 impl Graph {

@@ -46,6 +46,7 @@ pub use session::{
 };
 pub use timestamped::{TimestampedSerde, ValueAndTimestamp};
 pub use typed::{SessionStore, WindowStore};
+pub(crate) use window::window_of;
 pub use window::{parse_window_store_key, window_store_key, LayeredWindowStore, WindowBytesStore};
 
 #[cfg(test)]

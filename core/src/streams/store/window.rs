@@ -139,7 +139,7 @@ impl std::fmt::Debug for LayeredWindowStore {
 
 /// A window from an entry's key: the record's key, start and number; `None` for what is
 /// not a window's entry.
-fn window_of(entry: &[u8]) -> Option<(&[u8], Timestamp, u32)> {
+pub(crate) fn window_of(entry: &[u8]) -> Option<(&[u8], Timestamp, u32)> {
     let rest = entry.get(HEAD..).filter(|r| r.len() >= 12)?;
     let (key, times) = rest.split_at(rest.len() - 12);
     let seq = u32::from_be_bytes(times[8..].try_into().ok()?);

@@ -140,6 +140,12 @@ mod tests {
             .count(Materialized::named("counts"))
             .to_stream()
             .to("out", Produced::with(StringSerde, Nullable(I64Serde)));
+        task_of(builder, cache_max_bytes)
+    }
+
+    /// The first task of what `builder` built, initialized, with a record cache of
+    /// `cache_max_bytes`.
+    fn task_of(builder: StreamsBuilder, cache_max_bytes: usize) -> StreamTask {
         let topology = builder.build().unwrap();
         let mut config = TaskConfig::new("app");
         config.cache_max_bytes = cache_max_bytes;
@@ -209,6 +215,49 @@ mod tests {
         let mut task = counting_task(0);
         feed(&mut task, 0, &[("a", 1), ("a", 2)]);
         assert_eq!(taken(&mut task), [("a".into(), 1, 1), ("a".into(), 2, 2)]);
+    }
+
+    #[test]
+    fn a_cached_windowed_count_forwards_each_window_once_at_the_flush() {
+        use crate::streams::windows::TimeWindows;
+        use crate::streams::TimeWindowedSerde;
+        let builder = StreamsBuilder::new();
+        let minute =
+            TimeWindows::of_size_with_no_grace(std::time::Duration::from_secs(60)).unwrap();
+        let keys = TimeWindowedSerde::new(StringSerde, 60_000);
+        builder
+            .stream("in", Consumed::with(StringSerde, StringSerde))
+            .group_by_key(Grouped::with(StringSerde, StringSerde))
+            .windowed_by(minute)
+            .count(Materialized::named("counts"))
+            .to_stream()
+            .to("out", Produced::with(keys, Nullable(I64Serde)));
+        let mut task = task_of(builder, 1 << 20);
+        feed(
+            &mut task,
+            0,
+            &[("a", 1_000), ("a", 2_000), ("a", 70_000), ("b", 65_000)],
+        );
+        assert!(task.output().to_records().is_empty());
+        task.flush_stores().unwrap();
+        let out: Vec<(String, i64, i64, i64)> = task
+            .output()
+            .to_records()
+            .into_iter()
+            .map(|r| {
+                let key = keys.deserialize("out", &r.key.unwrap()).unwrap();
+                let count = I64Serde.deserialize("out", &r.value.unwrap()).unwrap();
+                (key.key, key.window.start, count, r.timestamp)
+            })
+            .collect();
+        assert_eq!(
+            out,
+            [
+                ("a".into(), 0, 2, 2_000),
+                ("a".into(), 60_000, 1, 70_000),
+                ("b".into(), 60_000, 1, 65_000),
+            ]
+        );
     }
 
     #[test]

@@ -130,6 +130,12 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
         .isolation_level(IsolationLevel::ReadCommitted);
     consumer_config.enable_auto_commit = false;
     consumer_config.client.client_id = format!("{}-consumer", config.application_id);
+    // Static membership, as Kafka Streams has it: each thread is a member of its own,
+    // `<group.instance.id>-<thread number from 1>`, so that a restarted instance takes its
+    // threads' places at once instead of waiting out their sessions.
+    if let Some(instance) = &consumer_config.group_instance_id {
+        consumer_config.group_instance_id = Some(format!("{instance}-{}", index + 1));
+    }
     let mut consumer = Consumer::new(consumer_config)?;
     consumer.set_assignors(vec![assignor.clone()]);
     let app = &config.application_id;

@@ -28,6 +28,8 @@ pub(crate) struct TimeWindowAggregate<K, V, VA> {
     pub(crate) handle: Option<WindowStoreHandle<K, ValueAndTimestamp<VA>>>,
     /// Emit each window once, when it closes, instead of every update.
     pub(crate) emit_final: Option<EmitFinal>,
+    /// Whether the store's record cache forwards the updates, when it sends them down.
+    pub(crate) forwarded_at_flush: bool,
 }
 
 impl<K: Data, V: Data, VA: Data> TimeWindowAggregate<K, V, VA> {
@@ -65,7 +67,13 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
     for TimeWindowAggregate<K, V, VA>
 {
     fn init(&mut self, ctx: Ctx<'_, '_, K, VA>) -> Result<(), StreamsError> {
-        self.handle = Some(ctx.window_store_handle(&self.store)?);
+        let handle = ctx.window_store_handle(&self.store)?;
+        if self.emit_final.is_none() {
+            let old_values = self.send_old_values.load(Ordering::Relaxed);
+            self.forwarded_at_flush =
+                ctx.forward_windows_on_flush(&handle, self.windows.size_ms(), old_values);
+        }
+        self.handle = Some(handle);
         Ok(())
     }
 
@@ -81,6 +89,8 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
         self.observed = self.observed.max(r.timestamp);
         let close = self.observed - self.windows.grace_ms();
         let send_old = self.send_old_values.load(Ordering::Relaxed);
+        // Emitted at close, or forwarded at flush, an update needs no copy here.
+        let forward_now = self.emit_final.is_none() && !self.forwarded_at_flush;
         let windows = self.windows;
         for window in windows.windows_for(r.timestamp) {
             if window.end <= close {
@@ -95,9 +105,15 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
                         Some(s) => (Some(s.value), r.timestamp.max(s.timestamp)),
                         None => (None, r.timestamp),
                     };
-                    let kept = if send_old { old.clone() } else { None };
+                    let kept = if send_old && forward_now {
+                        old.clone()
+                    } else {
+                        None
+                    };
                     let new = fold.apply(&r.key, r.value.clone(), old);
-                    outcome = Some((new.clone(), kept, timestamp));
+                    if forward_now {
+                        outcome = Some((new.clone(), kept, timestamp));
+                    }
                     Some(ValueAndTimestamp {
                         value: new,
                         timestamp,
@@ -106,14 +122,12 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
             let Some((new, old, timestamp)) = outcome else {
                 continue;
             };
-            if self.emit_final.is_none() {
-                ctx.forward(Record {
-                    key: Windowed::new(r.key.clone(), window),
-                    value: Change::new(Some(new), old),
-                    timestamp,
-                    headers: r.headers.clone(),
-                });
-            }
+            ctx.forward(Record {
+                key: Windowed::new(r.key.clone(), window),
+                value: Change::new(Some(new), old),
+                timestamp,
+                headers: r.headers.clone(),
+            });
         }
         self.forward_final(&r, ctx, close)
     }

@@ -18,6 +18,8 @@ import java.util.List;
  *   workload-bench WORKLOAD --bootstrap HOST:PORT [--records N] [--keys K] [--value-size B]
  *       [--partitions P] [--guarantee G] [--commit-interval-ms C] [--transactional-stores]
  *                                          eddy bench streams' workloads (see WorkloadBench)
+ *   count-app --bootstrap HOST:PORT --state-dir DIR --input T --output T --application-id ID
+ *       [--transactional-stores]           the count workload as an application (see CountApp)
  * </pre>
  */
 public final class Main {
@@ -67,8 +69,30 @@ public final class Main {
                 Bench.run(Catalog.get(args[1]), bootstrap, records, partitions, threads);
             }
             case "workload-bench" -> WorkloadBench.run(workloadLoad(args));
+            case "count-app" -> countApp(args);
             default -> usage();
         }
+    }
+
+    private static void countApp(String[] args) throws InterruptedException {
+        java.util.Map<String, String> flags = new java.util.HashMap<>();
+        boolean transactionalStores = false;
+        for (int i = 1; i < args.length; i++) {
+            if (args[i].equals("--transactional-stores")) {
+                transactionalStores = true;
+            } else if (i + 1 < args.length && args[i].startsWith("--")) {
+                flags.put(args[i], args[++i]);
+            } else {
+                usage();
+            }
+        }
+        for (String required : List.of("--bootstrap", "--state-dir", "--input", "--output", "--application-id")) {
+            if (!flags.containsKey(required)) {
+                usage();
+            }
+        }
+        CountApp.run(flags.get("--bootstrap"), flags.get("--state-dir"), flags.get("--input"),
+                flags.get("--output"), flags.get("--application-id"), transactionalStores);
     }
 
     private static WorkloadBench.Load workloadLoad(String[] args) {
@@ -122,6 +146,8 @@ public final class Main {
                 + " | bench NAME --bootstrap HOST:PORT [--records N] [--partitions P] [--threads T]"
                 + " | workload-bench stateless|count|windowed --bootstrap HOST:PORT [--records N] [--keys K]"
                 + " [--value-size B] [--partitions P] [--guarantee G] [--commit-interval-ms C]"
+                + " [--transactional-stores]"
+                + " | count-app --bootstrap HOST:PORT --state-dir DIR --input T --output T --application-id ID"
                 + " [--transactional-stores]");
         System.exit(2);
     }
