@@ -105,6 +105,8 @@ pub(crate) struct ThreadMetrics {
     rebalances: Counter,
     restored: Counter,
     to_restore: Gauge,
+    /// The lag gauge of each input partition, registered once.
+    lag_gauges: std::sync::Mutex<BTreeMap<TopicPartition, Gauge>>,
 }
 
 impl ThreadMetrics {
@@ -125,6 +127,7 @@ impl ThreadMetrics {
             rebalances: metrics::counter!("eddy_streams_rebalances_total", "application" => app.clone()),
             restored: metrics::counter!("eddy_streams_restored_records_total", "application" => app.clone()),
             to_restore: metrics::gauge!("eddy_streams_restore_remaining_records", "application" => app.clone(), "thread" => thread.to_string()),
+            lag_gauges: std::sync::Mutex::new(BTreeMap::new()),
             application: app,
         }
     }
@@ -169,14 +172,19 @@ impl ThreadMetrics {
 
     /// The lag of the thread's input partitions now.
     pub(crate) fn lags(&self, lags: BTreeMap<TopicPartition, i64>) {
+        let mut gauges = lock(&self.lag_gauges);
         for (tp, lag) in &lags {
-            metrics::gauge!(
-                "eddy_streams_consumer_lag",
-                "application" => self.application.clone(),
-                "topic" => tp.topic.to_string(),
-                "partition" => tp.partition.to_string()
-            )
-            .set(*lag as f64);
+            gauges
+                .entry(tp.clone())
+                .or_insert_with(|| {
+                    metrics::gauge!(
+                        "eddy_streams_consumer_lag",
+                        "application" => self.application.clone(),
+                        "topic" => tp.topic.to_string(),
+                        "partition" => tp.partition.to_string()
+                    )
+                })
+                .set(*lag as f64);
         }
         lock(&self.shared.lag).insert(self.thread, lags);
     }

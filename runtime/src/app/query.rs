@@ -268,7 +268,7 @@ impl<K: 'static, V: 'static> KeyValueView<K, V> {
 
     /// How many entries.
     pub fn approximate_num_entries(&self) -> usize {
-        self.parts.iter().map(|p| p.all().len()).sum()
+        self.parts.iter().map(|p| p.len()).sum()
     }
 }
 
