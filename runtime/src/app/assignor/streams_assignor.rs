@@ -392,7 +392,13 @@ impl Assignor for StreamsAssignor {
                 ..TaskAssignment::default()
             },
         };
-        *lock(&self.received) = Some(received);
+        let mut slot = lock(&self.received);
+        // An order to shut the application down is not taken back by a later round (the
+        // follow-up rebalance its revocations bring) before the thread reads it.
+        if slot.as_ref().is_some_and(|a| a.shutdown_application) {
+            return;
+        }
+        *slot = Some(received);
     }
 }
 

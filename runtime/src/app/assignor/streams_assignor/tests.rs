@@ -308,3 +308,28 @@ fn a_member_asking_for_the_applications_shutdown_stops_every_member() {
         assert!(info.active.is_empty() && assignment.partitions.is_empty());
     }
 }
+
+#[test]
+fn an_order_to_shut_down_stands_until_the_thread_reads_it() {
+    let asking = StreamsAssignor::new(topology(), "app", CONFIG, LocalState::default());
+    asking.request_application_shutdown();
+    let subscription = |id: &str, user_data| MemberSubscription {
+        member_id: id.into(),
+        group_instance_id: None,
+        topics: Vec::new(),
+        owned_partitions: Vec::new(),
+        generation_id: 1,
+        user_data,
+    };
+    let stopping = assignor().assign(
+        &counts(),
+        &[subscription("m1", asking.subscription_user_data(&[], &[]))],
+    );
+    let receiver = assignor();
+    receiver.on_assignment(&stopping["m1"], 1);
+    // The round its revocations bring follows before the thread looks: the order stands.
+    let normal = assignor().assign(&counts(), &[member("m1", "p1", &[], vec![])]);
+    receiver.on_assignment(&normal["m1"], 2);
+    let taken = receiver.take_assignment().expect("an assignment");
+    assert!(taken.shutdown_application, "{taken:?}");
+}
