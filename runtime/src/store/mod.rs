@@ -4,6 +4,7 @@
 //! are built over them as over the stores in memory, so a task runs the same engine in an
 //! application as in the `TestDriver`.
 
+mod applier;
 mod sled_store;
 
 pub use sled_store::{SledBytesStore, SledStores};

@@ -7,11 +7,14 @@
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use eddy_core::streams::store::{
-    bounds_hold_keys, BatchWrite, BytesStore, StoreBuilder, StoreSupplier, Visit,
+    bounds_hold_keys, BatchWrite, BytesStore, PendingBatch, SharedWrites, StoreBuilder,
+    StoreSupplier, Visit,
 };
+
+use super::applier::{Applier, Job};
 
 /// The prefix of the store's entries.
 const ENTRY: u8 = 0;
@@ -22,10 +25,13 @@ const CHANGELOG_OFFSET: &[u8] = &[1];
 pub struct SledBytesStore {
     tree: Option<sled::Tree>,
     changelog_offset: Option<i64>,
-    /// The first failure, after which the store is unusable.
-    failure: OnceLock<String>,
+    /// The first failure, after which the store is unusable (shared with the thread that
+    /// applies its checkpoints).
+    failure: Arc<OnceLock<String>>,
     /// Where keys are prefixed.
     key: Vec<u8>,
+    /// The thread that applies checkpoints, if the store has one.
+    applier: Option<Applier>,
 }
 
 impl std::fmt::Debug for SledBytesStore {
@@ -35,6 +41,26 @@ impl std::fmt::Debug for SledBytesStore {
             .field("failure", &self.failure.get())
             .finish_non_exhaustive()
     }
+}
+
+/// `writes` under the entries' prefix, and the changelog offset they reach, as one sled batch.
+pub(crate) fn batch_of<'a>(
+    writes: impl Iterator<Item = BatchWrite<'a>>,
+    changelog_offset: Option<i64>,
+) -> sled::Batch {
+    let mut batch = sled::Batch::default();
+    let mut entry = Vec::new();
+    for (key, value) in writes {
+        let key = entry_key(&mut entry, key);
+        match value {
+            Some(v) => batch.insert(key, v),
+            None => batch.remove(key),
+        }
+    }
+    if let Some(offset) = changelog_offset {
+        batch.insert(CHANGELOG_OFFSET, &offset.to_be_bytes());
+    }
+    batch
 }
 
 /// `key` under the entries' prefix, in `out`.
@@ -73,8 +99,9 @@ impl SledBytesStore {
         let mut store = Self {
             tree: Some(tree),
             changelog_offset: None,
-            failure: OnceLock::new(),
+            failure: Arc::default(),
             key: Vec::new(),
+            applier: None,
         };
         let read = store.tree().map(|t| t.get(CHANGELOG_OFFSET));
         match read {
@@ -97,11 +124,18 @@ impl SledBytesStore {
         let store = Self {
             tree: None,
             changelog_offset: None,
-            failure: OnceLock::new(),
+            failure: Arc::default(),
             key: Vec::new(),
+            applier: None,
         };
         store.fail(reason);
         store
+    }
+
+    /// The store, its checkpoints applied by `applier`'s thread.
+    pub(crate) fn with_applier(mut self, applier: Applier) -> Self {
+        self.applier = Some(applier);
+        self
     }
 
     fn tree(&self) -> Option<&sled::Tree> {
@@ -195,25 +229,50 @@ impl BytesStore for SledBytesStore {
         let Some(tree) = self.tree() else {
             return;
         };
-        let mut batch = sled::Batch::default();
-        let mut entry = Vec::new();
-        for (key, value) in writes {
-            let key = entry_key(&mut entry, key);
-            match value {
-                Some(v) => batch.insert(key, v),
-                None => batch.remove(key),
-            }
-        }
-        if let Some(offset) = changelog_offset {
-            batch.insert(CHANGELOG_OFFSET, &offset.to_be_bytes());
-        }
-        match tree.apply_batch(batch) {
+        match tree.apply_batch(batch_of(writes, changelog_offset)) {
             Ok(()) => {
                 if changelog_offset.is_some() {
                     self.changelog_offset = changelog_offset;
                 }
             }
             Err(e) => self.fail(e),
+        }
+    }
+
+    fn write_batch_later(
+        &mut self,
+        writes: SharedWrites,
+        changelog_offset: Option<i64>,
+    ) -> Option<PendingBatch> {
+        let (Some(tree), Some(applier)) = (self.tree(), &self.applier) else {
+            let mut all = writes.iter().map(|(k, v)| (&k[..], v.as_deref()));
+            self.write_batch(&mut all, changelog_offset);
+            return None;
+        };
+        let (pending, done) = PendingBatch::new();
+        let job = Job {
+            tree: tree.clone(),
+            writes,
+            changelog_offset,
+            failure: self.failure.clone(),
+            done,
+        };
+        match applier.submit(job) {
+            Ok(()) => {
+                // What the store holds once the batch lands; the layer above reads the batch
+                // until then.
+                if changelog_offset.is_some() {
+                    self.changelog_offset = changelog_offset;
+                }
+                Some(pending)
+            }
+            Err(job) => {
+                // The thread is gone: the batch is applied here.
+                let mut all = job.writes.iter().map(|(k, v)| (&k[..], v.as_deref()));
+                self.write_batch(&mut all, changelog_offset);
+                job.done.finish(Ok(()));
+                None
+            }
         }
     }
 
@@ -231,6 +290,9 @@ impl BytesStore for SledBytesStore {
 pub struct SledStores {
     dir: PathBuf,
     databases: Mutex<HashMap<String, sled::Db>>,
+    /// The thread that applies the stores' checkpoints, started with the first store (none
+    /// if it could not be: the stores then apply their checkpoints themselves).
+    applier: OnceLock<Option<Applier>>,
 }
 
 impl std::fmt::Debug for SledStores {
@@ -247,6 +309,7 @@ impl SledStores {
         Self {
             dir: dir.into(),
             databases: Mutex::new(HashMap::new()),
+            applier: OnceLock::new(),
         }
     }
 
@@ -345,7 +408,20 @@ impl StoreSupplier for SledStores {
             .database(task)
             .and_then(|db| db.open_tree(definition.name()));
         Box::new(match tree {
-            Ok(tree) => SledBytesStore::new(tree),
+            Ok(tree) => {
+                let store = SledBytesStore::new(tree);
+                let applier = self.applier.get_or_init(|| match Applier::start() {
+                    Ok(applier) => Some(applier),
+                    Err(e) => {
+                        tracing::warn!("checkpoints are applied on the stream threads: {e}");
+                        None
+                    }
+                });
+                match applier {
+                    Some(applier) => store.with_applier(applier.clone()),
+                    None => store,
+                }
+            }
             Err(e) => SledBytesStore::failed(format!(
                 "store {} of task {task} could not be opened under {}: {e}",
                 definition.name(),

@@ -5,8 +5,9 @@
 //! window and session stores, change-logging, the record cache and the exactly-once write
 //! buffer are all built over this trait (see [`super::layers`]).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
+use std::sync::{Arc, Condvar, Mutex};
 
 use super::small_bytes::{SeededHashing, SmallKey, SmallValue};
 use super::UpdateBytes;
@@ -16,6 +17,66 @@ pub type Visit<'a> = dyn FnMut(&[u8], &[u8]) -> bool + 'a;
 
 /// One write of a batch: a key and its new value, `None` deleting it.
 pub type BatchWrite<'a> = (&'a [u8], Option<&'a [u8]>);
+
+/// Writes handed to a store to apply on another thread, in key order (`None` deleting),
+/// shared with the layer above, which keeps reading them until they are applied.
+pub type SharedWrites = Arc<BTreeMap<Box<[u8]>, Option<Box<[u8]>>>>;
+
+type BatchOutcome = Arc<(Mutex<Option<Result<(), String>>>, Condvar)>;
+
+/// A batch a store applies on another thread ([`BytesStore::write_batch_later`]).
+#[derive(Debug, Clone)]
+pub struct PendingBatch(BatchOutcome);
+
+/// What says a [`PendingBatch`] is applied; dropped unsaid, the batch failed.
+#[derive(Debug)]
+pub struct BatchDone(Option<BatchOutcome>);
+
+impl PendingBatch {
+    /// A batch not applied yet, and the means to say it is.
+    pub fn new() -> (Self, BatchDone) {
+        let outcome: BatchOutcome = Arc::new((Mutex::new(None), Condvar::new()));
+        (Self(outcome.clone()), BatchDone(Some(outcome)))
+    }
+
+    /// How the batch went, once it is applied or failed; `None` before.
+    pub fn outcome(&self) -> Option<Result<(), String>> {
+        self.0 .0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Waits until the batch is applied; why it failed, if it did.
+    pub fn wait(&self) -> Result<(), String> {
+        let (outcome, ready) = &*self.0;
+        let mut outcome = outcome.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(result) = &*outcome {
+                return result.clone();
+            }
+            outcome = ready.wait(outcome).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+impl BatchDone {
+    /// Says the batch is applied, or why it is not.
+    pub fn finish(mut self, result: Result<(), String>) {
+        self.settle(result);
+    }
+
+    fn settle(&mut self, result: Result<(), String>) {
+        if let Some(outcome) = self.0.take() {
+            let (slot, ready) = &*outcome;
+            *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
+            ready.notify_all();
+        }
+    }
+}
+
+impl Drop for BatchDone {
+    fn drop(&mut self) {
+        self.settle(Err("the batch was dropped before it was applied".into()));
+    }
+}
 
 /// A store of serialized keys and values, scanned in the byte order of the keys: what an
 /// inner store (in memory, or on disk) provides, and all it has to.
@@ -70,6 +131,20 @@ pub trait BytesStore: Send {
         writes: &mut dyn Iterator<Item = BatchWrite<'_>>,
         changelog_offset: Option<i64>,
     );
+
+    /// Applies `writes` with `changelog_offset` as [`write_batch`](Self::write_batch) does,
+    /// on another thread where the store can: the caller keeps reading `writes` above the
+    /// store, and writes nothing to it, until the [`PendingBatch`] returned is done. `None`
+    /// when the batch is applied already, as by default.
+    fn write_batch_later(
+        &mut self,
+        writes: SharedWrites,
+        changelog_offset: Option<i64>,
+    ) -> Option<PendingBatch> {
+        let mut all = writes.iter().map(|(k, v)| (&k[..], v.as_deref()));
+        self.write_batch(&mut all, changelog_offset);
+        None
+    }
 
     /// The changelog offset the store's contents reach (the next offset to restore from), as
     /// the last batch recorded it.
@@ -245,15 +320,32 @@ impl BytesStore for InMemoryBytesStore {
 }
 
 /// An inner store in memory that tests can look into while layers own it: clones share
-/// the same store.
+/// the same store. One made [`later`](Self::later) applies batches handed over with
+/// `write_batch_later` on a thread of its own, a moment later, as a store on disk does.
 #[cfg(test)]
 #[derive(Clone, Default)]
-pub(crate) struct SharedBytesStore(std::sync::Arc<std::sync::Mutex<InMemoryBytesStore>>);
+pub(crate) struct SharedBytesStore {
+    store: std::sync::Arc<std::sync::Mutex<InMemoryBytesStore>>,
+    later: bool,
+}
 
 #[cfg(test)]
 impl SharedBytesStore {
+    /// A store that applies handed-over batches on another thread.
+    pub(crate) fn later() -> Self {
+        Self {
+            later: true,
+            ..Self::default()
+        }
+    }
+
+    /// Whether it applies handed-over batches on another thread.
+    pub(crate) fn is_later(&self) -> bool {
+        self.later
+    }
+
     fn store(&self) -> std::sync::MutexGuard<'_, InMemoryBytesStore> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.store.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Every entry, in key order.
@@ -291,6 +383,27 @@ impl BytesStore for SharedBytesStore {
         changelog_offset: Option<i64>,
     ) {
         self.store().write_batch(writes, changelog_offset)
+    }
+
+    fn write_batch_later(
+        &mut self,
+        writes: SharedWrites,
+        changelog_offset: Option<i64>,
+    ) -> Option<PendingBatch> {
+        if !self.later {
+            let mut all = writes.iter().map(|(k, v)| (&k[..], v.as_deref()));
+            self.write_batch(&mut all, changelog_offset);
+            return None;
+        }
+        let (pending, done) = PendingBatch::new();
+        let mut store = self.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+            let mut all = writes.iter().map(|(k, v)| (&k[..], v.as_deref()));
+            store.write_batch(&mut all, changelog_offset);
+            done.finish(Ok(()));
+        });
+        Some(pending)
     }
 
     fn changelog_offset(&self) -> Option<i64> {

@@ -22,7 +22,10 @@ mod timestamped;
 mod typed;
 mod window;
 
-pub use self::inner::{bounds_hold_keys, BatchWrite, BytesStore, InMemoryBytesStore, Visit};
+pub use self::inner::{
+    bounds_hold_keys, BatchDone, BatchWrite, BytesStore, InMemoryBytesStore, PendingBatch,
+    SharedWrites, Visit,
+};
 pub use builder::{InMemoryStores, StoreBuilder, StoreKind, StoreSupplier};
 pub use changelog::ChangelogBatch;
 pub use key_value::{

@@ -12,6 +12,15 @@ fn tree(dir: &Path) -> sled::Tree {
     open(dir).unwrap().open_tree("counts").unwrap()
 }
 
+/// A key-value store of counts by name.
+fn counts() -> StoreBuilder {
+    StoreBuilder::key_value(
+        "counts",
+        eddy_core::serde::StringSerde,
+        eddy_core::serde::I64Serde,
+    )
+}
+
 fn contents(store: &dyn BytesStore) -> Vec<(Vec<u8>, Vec<u8>)> {
     let mut all = Vec::new();
     store.scan(Bound::Unbounded, Bound::Unbounded, &mut |k, v| {
@@ -121,11 +130,7 @@ fn a_damaged_changelog_offset_is_a_failure_not_a_panic() {
 fn a_task_store_over_sled_keeps_only_committed_writes_under_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
     let stores = SledStores::new(dir.path());
-    let definition = StoreBuilder::key_value(
-        "counts",
-        eddy_core::serde::StringSerde,
-        eddy_core::serde::I64Serde,
-    );
+    let definition = counts();
     let config = LayerConfig {
         logging: true,
         cache_max_bytes: 0,
@@ -244,4 +249,28 @@ fn a_batch_survives_sigkill_whole_or_not_at_all() {
     for (_, value) in entries {
         assert_eq!(value, offset.to_be_bytes(), "a batch was applied in part");
     }
+}
+
+#[test]
+fn a_checkpoint_handed_over_lands_whole_from_the_applier_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let stores = SledStores::new(dir.path());
+    let definition = counts();
+    let mut store = stores.inner("0_0", &definition);
+    let writes: eddy_core::streams::store::SharedWrites = std::sync::Arc::new(
+        (0..1000u32)
+            .map(|i| (Box::from(&i.to_be_bytes()[..]), Some(Box::from(&b"v"[..]))))
+            .collect(),
+    );
+    let pending = store
+        .write_batch_later(writes, Some(7))
+        .expect("a store of an application applies it on its thread");
+    pending.wait().unwrap();
+    assert_eq!(contents(&*store).len(), 1000);
+    assert_eq!(store.changelog_offset(), Some(7));
+    drop(store);
+    stores.close("0_0").unwrap();
+    let reopened = stores.inner("0_0", &definition);
+    assert_eq!(reopened.changelog_offset(), Some(7));
+    assert_eq!(contents(&*reopened).len(), 1000);
 }

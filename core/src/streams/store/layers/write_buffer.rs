@@ -1,20 +1,23 @@
 //! [`WriteBuffer`]: the exactly-once layer. Writes are held above the inner store (reads and
 //! scans see them). A commit closes the writes of its interval: they are committed but stay
 //! held, so that a key written in many intervals reaches the inner store once; a
-//! [`checkpoint`](super::StoreLayer::checkpoint) applies every committed write to the inner
-//! store in one batch together with the changelog offset they reach. If a transaction
-//! aborts, the writes of its interval are dropped and the store reads as the last commit
-//! left it. The inner store only ever holds committed state, with the offset it reaches, so a
-//! crash at any point needs no wipe of local state: restoration replays the changelog after
-//! that offset.
+//! [`checkpoint`](super::StoreLayer::checkpoint) hands every committed write to the inner
+//! store as one batch together with the changelog offset they reach, which a store on disk
+//! applies on another thread while the layer keeps reading the batch above it. If a
+//! transaction aborts, the writes of its interval are dropped and the store reads as the last
+//! commit left it. The inner store only ever holds committed state, with the offset it
+//! reaches, so a crash at any point needs no wipe of local state: restoration replays the
+//! changelog after that offset.
 
 use std::ops::Bound;
+
+use std::sync::Arc;
 
 use super::overlay::{merged_len, merged_scan, Overlay};
 use super::restored::RestoreBatch;
 use super::StoreLayer;
 use crate::streams::store::changelog::ChangelogBatch;
-use crate::streams::store::inner::{BytesStore, Visit};
+use crate::streams::store::inner::{BytesStore, PendingBatch, SharedWrites, Visit};
 use crate::streams::store::UpdateBytes;
 
 /// What a held entry costs beyond its key and values: the map's node share and the boxes.
@@ -38,15 +41,6 @@ impl Held {
         ENTRY_OVERHEAD + key.len() + len(&self.value) + self.replaced.as_ref().map_or(0, len)
     }
 
-    /// The value as of the last commit, if held.
-    fn committed(&self, open: u64) -> Option<Option<&[u8]>> {
-        if self.interval < open {
-            Some(self.value.as_deref())
-        } else {
-            self.replaced.as_ref().map(|v| v.as_deref())
-        }
-    }
-
     /// Writes `value` in the open interval, keeping the committed value it replaces.
     fn write(&mut self, value: &[u8], present: bool, open: u64) {
         if self.interval < open {
@@ -63,6 +57,17 @@ impl Held {
 
 fn value_of(entry: &Held) -> Option<&[u8]> {
     entry.value.as_deref()
+}
+
+fn applying_value(entry: &Option<Box<[u8]>>) -> Option<&[u8]> {
+    entry.as_deref()
+}
+
+/// A checkpoint's batch while the inner store applies it.
+struct Applying {
+    writes: SharedWrites,
+    changelog_offset: Option<i64>,
+    pending: PendingBatch,
 }
 
 /// Holds writes until a checkpoint after their commit.
@@ -83,6 +88,10 @@ pub struct WriteBuffer {
     read: Vec<u8>,
     /// Restored writes, committed ones, on their way to the inner store.
     restored: RestoreBatch,
+    /// The last checkpoint's batch, until the inner store has it.
+    applying: Option<Applying>,
+    /// Why a checkpoint's batch could not be applied.
+    failed: Option<String>,
 }
 
 impl WriteBuffer {
@@ -97,7 +106,61 @@ impl WriteBuffer {
             scratch: Vec::new(),
             read: Vec::new(),
             restored: RestoreBatch::default(),
+            applying: None,
+            failed: None,
         }
+    }
+
+    /// Waits for the last checkpoint's batch, if the inner store still applies it: before
+    /// anything else writes to the inner store.
+    fn settle_applying(&mut self) {
+        if let Some(applying) = self.applying.take() {
+            if let Err(e) = applying.pending.wait() {
+                self.failed.get_or_insert(e);
+            }
+        }
+    }
+
+    /// Forgets the last checkpoint's batch once the inner store has it.
+    fn forget_applied(&mut self) {
+        if self
+            .applying
+            .as_ref()
+            .is_some_and(|a| a.pending.outcome().is_some())
+        {
+            self.settle_applying();
+        }
+    }
+
+    /// Scans the inner store under the batch it is applying.
+    fn scan_below(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, visit: &mut Visit<'_>) {
+        match &self.applying {
+            Some(applying) => merged_scan(
+                &applying.writes,
+                applying_value,
+                from,
+                to,
+                |from, to, visit| self.inner.scan(from, to, visit),
+                visit,
+            ),
+            None => self.inner.scan(from, to, visit),
+        }
+    }
+
+    /// Reads `key` from the inner store under the batch it is applying.
+    fn get_below(&self, key: &[u8], out: &mut Vec<u8>) -> bool {
+        if let Some(applying) = &self.applying {
+            if let Some(value) = applying.writes.get(key) {
+                return match value {
+                    Some(v) => {
+                        out.extend_from_slice(v);
+                        true
+                    }
+                    None => false,
+                };
+            }
+        }
+        self.inner.get_into(key, out)
     }
 
     /// How many keys are held.
@@ -143,7 +206,7 @@ impl StoreLayer for WriteBuffer {
                 true
             }
             Some(_) => false,
-            None => self.inner.get_into(key, out),
+            None => self.get_below(key, out),
         }
     }
 
@@ -157,14 +220,14 @@ impl StoreLayer for WriteBuffer {
             value_of,
             from,
             to,
-            |from, to, visit| self.inner.scan(from, to, visit),
+            |from, to, visit| self.scan_below(from, to, visit),
             visit,
         )
     }
 
     fn len(&self) -> usize {
         merged_len(&self.held, value_of, |from, to, visit| {
-            self.inner.scan(from, to, visit)
+            self.scan_below(from, to, visit)
         })
     }
 
@@ -181,8 +244,10 @@ impl StoreLayer for WriteBuffer {
             held.write(&new, present, self.open);
             self.bytes += held.bytes(key);
         } else {
-            self.read.clear();
-            let had = self.inner.get_into(key, &mut self.read);
+            let mut read = std::mem::take(&mut self.read);
+            read.clear();
+            let had = self.get_below(key, &mut read);
+            self.read = read;
             let present = update(had.then_some(&self.read[..]), &mut new);
             if present || had {
                 self.hold(key, present.then_some(&new[..]));
@@ -198,10 +263,12 @@ impl StoreLayer for WriteBuffer {
     fn restore(&mut self, key: &[u8], value: Option<&[u8]>) {
         // Restored records are committed: they go to the inner store. A write held for the
         // same key is newer and stays above it.
+        self.settle_applying();
         self.restored.push(&mut *self.inner, key, value)
     }
 
     fn settle_restored(&mut self) {
+        self.settle_applying();
         self.restored.apply(&mut *self.inner, None);
     }
 
@@ -218,38 +285,56 @@ impl StoreLayer for WriteBuffer {
         if changelog_offset.is_some() {
             self.committed_offset = changelog_offset;
         }
+        self.forget_applied();
         if self.held.is_empty() {
             // Nothing waits for the inner store: it takes the offset (and any restored
             // writes) at once.
             self.checkpoint();
-        } else {
+        } else if !self.restored.is_empty() {
             // The inner store must not claim an offset its contents do not reach yet.
+            self.settle_applying();
             self.restored.apply(&mut *self.inner, None);
         }
     }
 
     fn checkpoint(&mut self) {
+        // One batch at a time reaches the inner store, in order.
+        self.settle_applying();
         let open = self.open;
-        let mut writes = self
-            .held
-            .iter()
-            .filter_map(|(k, held)| Some((&k[..], held.committed(open)?)));
-        // Restored writes are older than held ones: they land first, in the same batch.
-        self.restored.apply_followed_by(
-            &mut *self.inner,
-            &mut writes,
-            self.committed_offset.take(),
-        );
+        let mut committed = Vec::new();
         let mut bytes = 0;
-        self.held.retain(|key, held| {
-            held.replaced = None;
-            let keep = held.interval == open;
-            if keep {
-                bytes += held.bytes(key);
+        let held = std::mem::take(&mut self.held);
+        for (key, mut held) in held {
+            if held.interval < open {
+                committed.push((key, held.value));
+                continue;
             }
-            keep
-        });
+            // Written in the open interval: what it replaced is committed.
+            if let Some(value) = held.replaced.take() {
+                committed.push((key.clone(), value));
+            }
+            bytes += held.bytes(&key);
+            self.held.insert(key, held);
+        }
         self.bytes = bytes;
+        // Restored writes are older than held ones: they land first.
+        self.restored.apply(&mut *self.inner, None);
+        let changelog_offset = self.committed_offset.take();
+        if committed.is_empty() && changelog_offset.is_none() {
+            return;
+        }
+        // In key order already: the map is built without a search per key.
+        let writes: SharedWrites = Arc::new(committed.into_iter().collect());
+        if let Some(pending) = self
+            .inner
+            .write_batch_later(writes.clone(), changelog_offset)
+        {
+            self.applying = Some(Applying {
+                writes,
+                changelog_offset,
+                pending,
+            });
+        }
     }
 
     fn held_bytes(&self) -> usize {
@@ -274,15 +359,30 @@ impl StoreLayer for WriteBuffer {
             true
         });
         self.bytes = bytes;
-        self.restored.apply(&mut *self.inner, None);
+        if !self.restored.is_empty() {
+            self.settle_applying();
+            self.restored.apply(&mut *self.inner, None);
+        }
     }
 
     fn changelog_offset(&self) -> Option<i64> {
         self.committed_offset
+            .or_else(|| self.applying.as_ref().and_then(|a| a.changelog_offset))
             .or_else(|| self.inner.changelog_offset())
     }
 
     fn failure(&self) -> Option<String> {
-        self.inner.failure()
+        let applying = self.applying.as_ref().and_then(|a| a.pending.outcome());
+        self.failed
+            .clone()
+            .or_else(|| applying.and_then(Result::err))
+            .or_else(|| self.inner.failure())
+    }
+}
+
+impl Drop for WriteBuffer {
+    /// The inner store has the last checkpoint's batch before it goes.
+    fn drop(&mut self) {
+        self.settle_applying();
     }
 }
