@@ -286,9 +286,10 @@ impl StoreLayer for WriteBuffer {
             self.committed_offset = changelog_offset;
         }
         self.forget_applied();
-        if self.held.is_empty() {
+        if self.held.is_empty() && self.applying.is_none() {
             // Nothing waits for the inner store: it takes the offset (and any restored
-            // writes) at once.
+            // writes) at once. (With a batch still landing, the offset waits for the next
+            // checkpoint rather than the commit for the batch.)
             self.checkpoint();
         } else if !self.restored.is_empty() {
             // The inner store must not claim an offset its contents do not reach yet.
