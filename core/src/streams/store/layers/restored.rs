@@ -4,7 +4,7 @@
 //! Restoration applies the records of a poll and commits; until then reads do not see them.
 
 use super::super::changelog::ChangelogBuffer;
-use super::super::inner::{BatchWrite, BytesStore};
+use super::super::inner::BytesStore;
 
 /// The most restored writes held before they are applied without waiting for a commit.
 const MOST_HELD: usize = 4096;
@@ -31,26 +31,10 @@ impl RestoreBatch {
 
     /// Applies what is held to `inner` in one batch, with `changelog_offset` if given.
     pub(crate) fn apply(&mut self, inner: &mut dyn BytesStore, changelog_offset: Option<i64>) {
-        if !self.is_empty() {
-            self.apply_followed_by(inner, &mut std::iter::empty(), changelog_offset);
+        if self.is_empty() {
+            return;
         }
-    }
-
-    /// Applies what is held and then `newer` to `inner`, all in one batch with
-    /// `changelog_offset` if given.
-    pub(crate) fn apply_followed_by(
-        &mut self,
-        inner: &mut dyn BytesStore,
-        newer: &mut dyn Iterator<Item = BatchWrite<'_>>,
-        changelog_offset: Option<i64>,
-    ) {
-        {
-            let batch = self.writes.batch();
-            // The map shortens `newer`'s items to the batch's lifetime, so the two chain.
-            #[allow(clippy::map_identity)]
-            let mut all = batch.iter().chain(newer.map(|(k, v)| (k, v)));
-            inner.write_batch(&mut all, changelog_offset);
-        }
+        inner.write_batch(&mut self.writes.batch().iter(), changelog_offset);
         self.writes.clear();
     }
 }

@@ -163,16 +163,6 @@ impl WriteBuffer {
         self.inner.get_into(key, out)
     }
 
-    /// How many keys are held.
-    pub fn held(&self) -> usize {
-        self.held.len()
-    }
-
-    /// The inner store, without what is held.
-    pub fn inner(&self) -> &dyn BytesStore {
-        &*self.inner
-    }
-
     fn hold(&mut self, key: &[u8], value: Option<&[u8]>) {
         let open = self.open;
         match self.held.get_mut(key) {
