@@ -24,9 +24,9 @@ use crate::log::Timestamp;
 use crate::serde::SerdeError;
 use crate::streams::record::RecordMetadata;
 use crate::streams::store::{
-    BytesStore, ChangelogBatch, ChangelogRecord, Flushed, KeyValueBytesStore, LayerConfig,
-    LayeredKeyValueStore, LayeredSessionStore, LayeredWindowStore, Scratch, SessionBytesStore,
-    StoreBuilder, StoreKind, StoreLayer, WindowBytesStore,
+    BytesStore, ChangelogBatch, ChangelogRecord, Checkpoint, Flushed, KeyValueBytesStore,
+    LayerConfig, LayeredKeyValueStore, LayeredSessionStore, LayeredWindowStore, Scratch,
+    SessionBytesStore, StoreBuilder, StoreKind, StoreLayer, WindowBytesStore,
 };
 use crate::streams::StreamsError;
 
@@ -184,9 +184,10 @@ impl StoreInstance {
         self.with_layers(|l| l.commit(changelog_offset))
     }
 
-    /// Applies the committed writes a write buffer holds to the inner store, in one batch.
-    pub fn checkpoint(&mut self) {
-        self.with_layers(|l| l.checkpoint())
+    /// Applies the committed writes a write buffer holds to the inner store, in one batch
+    /// (see [`Checkpoint`] for `when`).
+    pub fn checkpoint(&mut self, when: Checkpoint) {
+        self.with_layers(|l| l.checkpoint(when))
     }
 
     /// Roughly how many bytes the store's write buffer holds.

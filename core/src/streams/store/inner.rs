@@ -327,6 +327,8 @@ impl BytesStore for InMemoryBytesStore {
 pub(crate) struct SharedBytesStore {
     store: std::sync::Arc<std::sync::Mutex<InMemoryBytesStore>>,
     later: bool,
+    /// When set, handed-over batches land only once it is opened.
+    gate: Option<std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>>,
 }
 
 #[cfg(test)]
@@ -336,6 +338,24 @@ impl SharedBytesStore {
         Self {
             later: true,
             ..Self::default()
+        }
+    }
+
+    /// A store that applies handed-over batches on another thread once
+    /// [`open_gate`](Self::open_gate) is called.
+    pub(crate) fn gated() -> Self {
+        Self {
+            later: true,
+            gate: Some(std::sync::Arc::default()),
+            ..Self::default()
+        }
+    }
+
+    /// Lets the batches handed over so far, and those to come, land.
+    pub(crate) fn open_gate(&self) {
+        if let Some(gate) = &self.gate {
+            *gate.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            gate.1.notify_all();
         }
     }
 
@@ -399,6 +419,12 @@ impl BytesStore for SharedBytesStore {
         let mut store = self.clone();
         std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_micros(200));
+            if let Some(gate) = &store.gate {
+                let mut open = gate.0.lock().unwrap_or_else(|e| e.into_inner());
+                while !*open {
+                    open = gate.1.wait(open).unwrap_or_else(|e| e.into_inner());
+                }
+            }
             let mut all = writes.iter().map(|(k, v)| (&k[..], v.as_deref()));
             store.write_batch(&mut all, changelog_offset);
             done.finish(Ok(()));

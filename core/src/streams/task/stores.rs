@@ -3,7 +3,7 @@
 
 use super::StreamTask;
 use crate::streams::graph::StoreInstance;
-use crate::streams::store::{ChangelogBatch, StoreBuilder};
+use crate::streams::store::{ChangelogBatch, Checkpoint, StoreBuilder};
 use crate::streams::StreamsError;
 
 impl StreamTask {
@@ -61,10 +61,11 @@ impl StreamTask {
     }
 
     /// Applies the committed writes the stores' write buffers hold to their inner stores,
-    /// each store in one batch with the changelog offset it reaches.
-    pub fn checkpoint_stores(&mut self) {
+    /// each store in one batch with the changelog offset it reaches (see [`Checkpoint`] for
+    /// `when`).
+    pub fn checkpoint_stores(&mut self, when: Checkpoint) {
         for slot in &mut self.graph.state.stores {
-            slot.store.checkpoint();
+            slot.store.checkpoint(when);
         }
     }
 

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use eddy_core::log::TopicPartition;
 use eddy_core::streams::internals::StreamTask;
-use eddy_core::streams::store::ChangelogRecord;
+use eddy_core::streams::store::{ChangelogRecord, Checkpoint};
 use eddy_core::streams::TaskId;
 
 mod error;
@@ -59,12 +59,20 @@ pub(crate) struct StateUpdater {
     last_report: Instant,
     /// Records applied to restoring tasks since the progress was last taken.
     restored_since: u64,
+    /// How many bytes of restored writes the stores may hold, together, before they are
+    /// checkpointed (`state.checkpoint.max.bytes`).
+    checkpoint_max_bytes: usize,
 }
 
 impl StateUpdater {
     /// An updater reading changelogs with `consumer`, in an application whose transactions
-    /// time out after `transaction_timeout`.
-    pub(crate) fn new(consumer: Consumer, transaction_timeout: Duration) -> Self {
+    /// time out after `transaction_timeout`, its stores holding up to `checkpoint_max_bytes`
+    /// of restored writes before they go to sled.
+    pub(crate) fn new(
+        consumer: Consumer,
+        transaction_timeout: Duration,
+        checkpoint_max_bytes: usize,
+    ) -> Self {
         Self {
             consumer,
             stall: STALL + transaction_timeout,
@@ -74,6 +82,7 @@ impl StateUpdater {
             recorded: BTreeMap::new(),
             last_report: Instant::now(),
             restored_since: 0,
+            checkpoint_max_bytes,
         }
     }
 
@@ -283,6 +292,7 @@ impl StateUpdater {
                 source,
             })?;
         let touched = self.apply(records)?;
+        self.checkpoint_if_full();
         let mut done = Vec::new();
         let ids: Vec<TaskId> = self.restoring.keys().copied().collect();
         for id in ids {
@@ -310,6 +320,27 @@ impl StateUpdater {
             }
         }
         Ok(done)
+    }
+
+    /// Restored writes wait in the stores' write buffers, where reads see them, for a
+    /// checkpoint to take them to sled on its own thread: restoring goes at the speed of
+    /// reading the changelog, not of sled's inserts. Once the stores hold
+    /// `state.checkpoint.max.bytes` together, they are checkpointed, each waiting for its
+    /// last batch to land, so memory stays bounded and a long restoration goes at sled's
+    /// pace from there.
+    fn checkpoint_if_full(&mut self) {
+        let mut tasks: Vec<&mut StreamTask> = self
+            .restoring
+            .values_mut()
+            .map(|r| &mut r.task)
+            .chain(self.standbys.values_mut())
+            .collect();
+        let held: usize = tasks.iter_mut().map(|t| t.held_bytes()).sum();
+        if held >= self.checkpoint_max_bytes {
+            for task in tasks {
+                task.checkpoint_stores(Checkpoint::Wait);
+            }
+        }
     }
 
     /// Applies polled changelog records, a partition's run at a time; says which restoring
@@ -415,8 +446,10 @@ impl StateUpdater {
         Ok(Some(restoring.task))
     }
 
-    /// Records in each standby store the changelog offset it reached, where it moved.
-    pub(crate) async fn commit(&mut self) -> Result<(), RestoreError> {
+    /// Records in each standby store the changelog offset it reached, where it moved, and
+    /// when `checkpoint`, applies what they hold to sled unless their last checkpoint is
+    /// still landing.
+    pub(crate) async fn commit(&mut self, checkpoint: bool) -> Result<(), RestoreError> {
         let ids: Vec<TaskId> = self.standbys.keys().copied().collect();
         for id in ids {
             let at = self.positions_of(id).await?;
@@ -430,6 +463,11 @@ impl StateUpdater {
             let task = self.standbys.get_mut(&id).expect("listed");
             record_offsets(task, &moved)?;
             self.recorded.extend(moved);
+        }
+        if checkpoint {
+            for task in self.standbys.values_mut() {
+                task.checkpoint_stores(Checkpoint::IfLanded);
+            }
         }
         Ok(())
     }

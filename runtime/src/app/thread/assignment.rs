@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use eddy_core::log::TopicPartition;
 use eddy_core::streams::internals::{StreamTask, TaskConfig};
+use eddy_core::streams::store::Checkpoint;
 use eddy_core::streams::{StreamsError, TaskId};
 
 use super::tasks::TaskManager;
@@ -304,7 +305,7 @@ impl TaskManager {
         self.commit(consumer).await?;
         for id in going {
             if let Some(mut task) = self.tasks.remove(id) {
-                task.checkpoint_stores();
+                task.checkpoint_stores(Checkpoint::Wait);
                 let sum = offset_sum(&mut task);
                 self.on_disk.insert(*id, sum);
                 task.close()
@@ -388,7 +389,7 @@ impl TaskManager {
         for (id, task) in &mut self.tasks {
             if committed.is_ok() {
                 // A clean close leaves sled holding all it committed: no restore on restart.
-                task.checkpoint_stores();
+                task.checkpoint_stores(Checkpoint::Wait);
             }
             if let Err(e) = task.close() {
                 tracing::warn!(task = %id, "closing: {e}");

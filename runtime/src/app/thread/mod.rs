@@ -171,12 +171,13 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
     }
     let errors = ErrorHandlers::new(&config);
     let application_id = config.application_id.clone();
+    let checkpoint_max_bytes = config.state_checkpoint_max_bytes;
     let manager = Arc::new(Mutex::new(TaskManager {
         topology,
         config,
         stores,
         assignor: assignor.clone(),
-        updater: StateUpdater::new(restore_consumer, transaction_timeout),
+        updater: StateUpdater::new(restore_consumer, transaction_timeout, checkpoint_max_bytes),
         producer,
         new_producer,
         exactly_once,

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use eddy_core::log::{Record, TopicPartition};
 use eddy_core::streams::internals::StreamTask;
+use eddy_core::streams::store::Checkpoint;
 use eddy_core::streams::{TaskId, Topology};
 
 use super::errors::{Decision, ErrorHandlers};
@@ -300,8 +301,8 @@ impl TaskManager {
             task.commit_stores(|topic| {
                 reached.get(&TopicPartition::new(topic, partition)).copied()
             });
-            if checkpoint {
-                task.checkpoint_stores();
+            if let Some(when) = checkpoint {
+                task.checkpoint_stores(when);
             }
             let end: i64 = task
                 .logged_stores()
@@ -309,10 +310,10 @@ impl TaskManager {
                 .sum();
             self.ends.insert(*id, end);
         }
-        self.updater.commit().await?;
+        self.updater.commit(checkpoint.is_some()).await?;
         self.report_owned().await;
         self.last_commit = Instant::now();
-        if checkpoint {
+        if checkpoint.is_some() {
             self.last_checkpoint = self.last_commit;
         }
         self.processed_since_commit = 0;
@@ -322,18 +323,21 @@ impl TaskManager {
     }
 
     /// Whether this commit applies the write buffers to sled: once
-    /// `state.checkpoint.interval.ms` has passed, once they hold
-    /// `state.checkpoint.max.bytes`, or when nothing was processed since the last commit (an
-    /// idle thread has nothing to coalesce, and its state on disk catches up).
-    fn checkpoint_due(&mut self) -> bool {
-        self.processed_since_commit == 0
+    /// `state.checkpoint.interval.ms` has passed, or when nothing was processed since the
+    /// last commit (an idle thread has nothing to coalesce, and its state on disk catches
+    /// up), unless a store's last checkpoint is still landing; and without fail, waiting for
+    /// the last, once they hold `state.checkpoint.max.bytes`.
+    fn checkpoint_due(&mut self) -> Option<Checkpoint> {
+        let held: usize = self.tasks.values_mut().map(|t| t.held_bytes()).sum();
+        if held >= self.config.state_checkpoint_max_bytes {
+            Some(Checkpoint::Wait)
+        } else if self.processed_since_commit == 0
             || self.last_checkpoint.elapsed() >= self.config.state_checkpoint_interval
-            || self
-                .tasks
-                .values_mut()
-                .map(|t| t.held_bytes())
-                .sum::<usize>()
-                >= self.config.state_checkpoint_max_bytes
+        {
+            Some(Checkpoint::IfLanded)
+        } else {
+            None
+        }
     }
 
     /// Reports the input partitions' lag and the records the tasks dropped as late.

@@ -2,7 +2,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use eddy_core::streams::store::{
-    InMemoryBytesStore, KeyValueBytesStore, LayerConfig, LayeredKeyValueStore,
+    Checkpoint, InMemoryBytesStore, KeyValueBytesStore, LayerConfig, LayeredKeyValueStore,
 };
 use proptest::prelude::*;
 
@@ -139,7 +139,7 @@ fn a_task_store_over_sled_keeps_only_committed_writes_under_exactly_once() {
     let mut store = LayeredKeyValueStore::new("counts", stores.inner("0_0", &definition), config);
     store.put_slice(b"a", Some(b"1"));
     store.layers_mut().commit(Some(1));
-    store.layers_mut().checkpoint();
+    store.layers_mut().checkpoint(Checkpoint::Wait);
     store.put_slice(b"a", Some(b"2"));
     store.layers_mut().commit(Some(2));
     store.put_slice(b"b", Some(b"3"));

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use super::overlay::{merged_len, merged_scan, Overlay};
-use super::StoreLayer;
+use super::{Checkpoint, StoreLayer};
 use crate::streams::store::changelog::ChangelogBatch;
 use crate::streams::store::inner::Visit;
 use crate::streams::store::UpdateBytes;
@@ -354,8 +354,8 @@ impl StoreLayer for RecordCache {
         self.below.commit(changelog_offset)
     }
 
-    fn checkpoint(&mut self) {
-        self.below.checkpoint()
+    fn checkpoint(&mut self, when: Checkpoint) {
+        self.below.checkpoint(when)
     }
 
     fn held_bytes(&self) -> usize {

@@ -3,7 +3,7 @@
 
 use std::ops::Bound;
 
-use super::StoreLayer;
+use super::{Checkpoint, StoreLayer};
 use crate::streams::store::changelog::{ChangelogBatch, ChangelogBuffer};
 use crate::streams::store::inner::Visit;
 use crate::streams::store::{session, window, UpdateBytes};
@@ -112,8 +112,8 @@ impl StoreLayer for ChangeLogging {
         self.below.commit(changelog_offset)
     }
 
-    fn checkpoint(&mut self) {
-        self.below.checkpoint()
+    fn checkpoint(&mut self, when: Checkpoint) {
+        self.below.checkpoint(when)
     }
 
     fn held_bytes(&self) -> usize {

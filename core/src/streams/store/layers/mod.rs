@@ -62,9 +62,11 @@ pub trait StoreLayer: Send {
     fn put_unlogged(&mut self, key: &[u8], value: Option<&[u8]>);
 
     /// A write read back from the changelog, for the inner store. The bottom layer may hold
-    /// restored writes to apply many in one batch: they reach the inner store (and reads) at
-    /// the next [`commit`](Self::commit) or [`settle_restored`](Self::settle_restored), or
-    /// once enough are held.
+    /// restored writes to apply many in one batch: without a write buffer they reach the
+    /// inner store (and reads) at the next [`commit`](Self::commit) or
+    /// [`settle_restored`](Self::settle_restored), or once enough are held; a write buffer
+    /// holds them as committed writes, read at once, until a
+    /// [`checkpoint`](Self::checkpoint).
     fn restore(&mut self, key: &[u8], value: Option<&[u8]>);
 
     /// Applies the restored writes held, so that reads and scans see them.
@@ -94,8 +96,10 @@ pub trait StoreLayer: Send {
     fn commit(&mut self, changelog_offset: Option<i64>);
 
     /// Applies the committed writes a write buffer holds to the inner store, in one batch
-    /// with the changelog offset they reach. Nothing for the other layers.
-    fn checkpoint(&mut self);
+    /// with the changelog offset they reach. One batch lands at a time: `when` says whether
+    /// the checkpoint waits for the last one or, while it is still landing, leaves its writes
+    /// to the next. Nothing for the other layers.
+    fn checkpoint(&mut self, when: Checkpoint);
 
     /// Roughly how many bytes of committed and open writes the write buffer holds: what
     /// tells the runtime to checkpoint early.
@@ -121,6 +125,18 @@ pub trait StoreLayer: Send {
 
     /// What went wrong in the inner store, if anything did ([`BytesStore::failure`]).
     fn failure(&self) -> Option<String>;
+}
+
+/// When a checkpoint hands its batch to the inner store, if the last checkpoint's batch is
+/// still landing (a store on disk applies batches on another thread).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Checkpoint {
+    /// After the last batch has landed, waiting for it: at a close or a revocation, or once
+    /// the buffer holds too much.
+    Wait,
+    /// Now if the last batch has landed; otherwise the committed writes wait for the next
+    /// checkpoint and the caller goes on: a periodic checkpoint never stalls processing.
+    IfLanded,
 }
 
 /// Which layers a store gets over its inner store.
@@ -250,7 +266,7 @@ impl StoreLayer for Unbuffered {
         }
     }
 
-    fn checkpoint(&mut self) {}
+    fn checkpoint(&mut self, _when: Checkpoint) {}
 
     fn held_bytes(&self) -> usize {
         0

@@ -1,5 +1,6 @@
-//! [`RestoreBatch`]: writes read back from a changelog, held by a store's bottom layer so that
-//! they reach the inner store many at a time, in one batch (one sled batch, with the
+//! [`RestoreBatch`]: writes read back from a changelog, held by the bottom layer of a store
+//! without a write buffer (a write buffer holds them as committed writes) so that they reach
+//! the inner store many at a time, in one batch (one sled batch, with the
 //! changelog offset they reach when the store commits) instead of one write each.
 //! Restoration applies the records of a poll and commits; until then reads do not see them.
 

@@ -4,7 +4,7 @@ use std::ops::Bound;
 use proptest::prelude::*;
 
 use super::*;
-use crate::streams::store::inner::{scan_prefix, InMemoryBytesStore, SharedBytesStore as Shared};
+use crate::streams::store::inner::{scan_prefix, SharedBytesStore as Shared};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -184,7 +184,7 @@ fn run_over(config: LayerConfig, ops: &[Op], inner: Shared) -> Result<Run, TestC
                 store.commit(Some(offset));
                 committed = model.clone();
                 if matches!(op, Op::Checkpoint) {
-                    store.checkpoint();
+                    store.checkpoint(Checkpoint::Wait);
                     checkpointed = model.clone();
                     prop_assert_eq!(store.held_bytes(), 0);
                 }
@@ -224,7 +224,8 @@ proptest! {
     }
 
     /// Replaying a logged store's changelog into an empty store rebuilds its contents, the
-    /// cache and the write buffer notwithstanding.
+    /// cache and the write buffer notwithstanding; a write buffer holds what it restores
+    /// until a checkpoint takes it, with the offset it reaches, to the inner store.
     #[test]
     fn replaying_the_changelog_rebuilds_the_store(ops in proptest::collection::vec(op(), 0..60)) {
         for config in configs().into_iter().filter(|c| c.logging) {
@@ -232,16 +233,29 @@ proptest! {
             store.flush();
             changelog.extend(store.take_changelog());
             prop_assert!(store.take_changelog().is_empty());
-            let mut rebuilt = LayerConfig::default()
-                .build(Box::new(InMemoryBytesStore::new()), ChangelogKey::KeyValue);
-            for record in changelog {
-                rebuilt.restore(&record.key, record.value.as_deref());
+            for write_buffer in [false, true] {
+                let inner = Shared::default();
+                let mut rebuilt = LayerConfig { write_buffer, ..LayerConfig::default() }
+                    .build(Box::new(inner.clone()), ChangelogKey::KeyValue);
+                for record in &changelog {
+                    rebuilt.restore(&record.key, record.value.as_deref());
+                }
+                let end = i64::try_from(changelog.len()).unwrap_or(i64::MAX);
+                rebuilt.commit(Some(end));
+                rebuilt.settle_restored();
+                prop_assert_eq!(
+                    scanned(&*rebuilt, Bound::Unbounded, Bound::Unbounded),
+                    model.clone().into_iter().collect::<Vec<_>>()
+                );
+                prop_assert_eq!(rebuilt.changelog_offset(), Some(end));
+                if write_buffer && !changelog.is_empty() {
+                    prop_assert!(inner.contents().is_empty());
+                    prop_assert!(rebuilt.held_bytes() > 0);
+                }
+                rebuilt.checkpoint(Checkpoint::Wait);
+                prop_assert_eq!(inner.contents(), model.clone());
+                prop_assert_eq!(inner.changelog_offset(), Some(end));
             }
-            rebuilt.commit(None);
-            prop_assert_eq!(
-                scanned(&*rebuilt, Bound::Unbounded, Bound::Unbounded),
-                model.into_iter().collect::<Vec<_>>()
-            );
         }
     }
 
@@ -252,7 +266,7 @@ proptest! {
         for config in configs().into_iter().filter(|c| c.write_buffer) {
             let Run { mut store, inner, committed, .. } =
                 run_over(config, &ops, Shared::later())?;
-            store.checkpoint();
+            store.checkpoint(Checkpoint::Wait);
             // Its batch on its way, the store still reads as committed and written.
             prop_assert_eq!(store.len(), run(config, &ops)?.model.len());
             drop(store);
@@ -279,7 +293,7 @@ proptest! {
             );
             prop_assert_eq!(store.len(), committed.len());
             prop_assert!(store.changelog().is_empty());
-            store.checkpoint();
+            store.checkpoint(Checkpoint::Wait);
             prop_assert_eq!(inner.contents(), committed.clone());
             prop_assert_eq!(store.held_bytes(), 0);
         }
@@ -331,4 +345,51 @@ fn an_unlogged_write_sends_a_pending_cached_write_down_first() {
     assert_eq!(changelog.len(), 1);
     assert_eq!(changelog[0].value.as_deref(), Some(&b"v"[..]));
     assert!(inner.contents().is_empty());
+}
+
+#[test]
+fn a_write_buffer_keeps_restored_writes_under_the_open_interval_and_off_a_busy_inner_store() {
+    let config = LayerConfig {
+        logging: true,
+        cache_max_bytes: 0,
+        write_buffer: true,
+    };
+    let inner = Shared::gated();
+    let mut store = config.build(Box::new(inner.clone()), ChangelogKey::KeyValue);
+    let get = |store: &dyn StoreLayer, key: &[u8]| {
+        let mut out = Vec::new();
+        store.get_into(key, &mut out).then_some(out)
+    };
+    store.put(b"a", Some(b"1"));
+    store.commit(Some(1));
+    store.checkpoint(Checkpoint::Wait);
+    // The first batch is still landing: a checkpoint that need not wait leaves the next
+    // committed writes held, and the offset with them.
+    store.put(b"b", Some(b"2"));
+    store.commit(Some(2));
+    store.checkpoint(Checkpoint::IfLanded);
+    assert!(store.held_bytes() > 0);
+    // A write of the open interval is newer than a restored one for the same key: it reads
+    // first, and an abort brings back the restored value, not what was there before.
+    store.put(b"a", Some(b"open"));
+    store.restore(b"a", Some(b"restored"));
+    store.restore(b"c", Some(b"3"));
+    assert_eq!(get(&*store, b"a").as_deref(), Some(&b"open"[..]));
+    assert_eq!(get(&*store, b"c").as_deref(), Some(&b"3"[..]));
+    store.abort();
+    assert_eq!(get(&*store, b"a").as_deref(), Some(&b"restored"[..]));
+    assert!(inner.contents().is_empty());
+    inner.open_gate();
+    store.commit(Some(5));
+    store.checkpoint(Checkpoint::Wait);
+    drop(store);
+    let expected: BTreeMap<Vec<u8>, Vec<u8>> = [
+        (b"a".to_vec(), b"restored".to_vec()),
+        (b"b".to_vec(), b"2".to_vec()),
+        (b"c".to_vec(), b"3".to_vec()),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(inner.contents(), expected);
+    assert_eq!(inner.changelog_offset(), Some(5));
 }

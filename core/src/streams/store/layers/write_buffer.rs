@@ -3,8 +3,9 @@
 //! held, so that a key written in many intervals reaches the inner store once; a
 //! [`checkpoint`](super::StoreLayer::checkpoint) hands every committed write to the inner
 //! store as one batch together with the changelog offset they reach, which a store on disk
-//! applies on another thread while the layer keeps reading the batch above it. If a
-//! transaction aborts, the writes of its interval are dropped and the store reads as the last
+//! applies on another thread while the layer keeps reading the batch above it. Records
+//! restored from the changelog are held as committed writes too, so restoring is not bound by
+//! the inner store's writes. If a transaction aborts, the writes of its interval are dropped and the store reads as the last
 //! commit left it. The inner store only ever holds committed state, with the offset it
 //! reaches, so a crash at any point needs no wipe of local state: restoration replays the
 //! changelog after that offset.
@@ -14,11 +15,13 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use super::overlay::{merged_len, merged_scan, Overlay};
-use super::restored::RestoreBatch;
-use super::StoreLayer;
+use super::{Checkpoint, StoreLayer};
 use crate::streams::store::changelog::ChangelogBatch;
 use crate::streams::store::inner::{BytesStore, PendingBatch, SharedWrites, Visit};
 use crate::streams::store::UpdateBytes;
+
+/// The interval of writes restored from the changelog: before every open one.
+const COMMITTED: u64 = 0;
 
 /// What a held entry costs beyond its key and values: the map's node share and the boxes.
 const ENTRY_OVERHEAD: usize = 64;
@@ -86,8 +89,6 @@ pub struct WriteBuffer {
     scratch: Vec<u8>,
     /// Where a value read from the inner store goes before an update.
     read: Vec<u8>,
-    /// Restored writes, committed ones, on their way to the inner store.
-    restored: RestoreBatch,
     /// The last checkpoint's batch, until the inner store has it.
     applying: Option<Applying>,
     /// Why a checkpoint's batch could not be applied.
@@ -105,7 +106,6 @@ impl WriteBuffer {
             committed_offset: None,
             scratch: Vec::new(),
             read: Vec::new(),
-            restored: RestoreBatch::default(),
             applying: None,
             failed: None,
         }
@@ -186,10 +186,6 @@ impl WriteBuffer {
 
 impl StoreLayer for WriteBuffer {
     fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> bool {
-        debug_assert!(
-            self.restored.is_empty(),
-            "a read before restored writes settled"
-        );
         match self.held.get(key) {
             Some(Held { value: Some(v), .. }) => {
                 out.extend_from_slice(v);
@@ -201,10 +197,6 @@ impl StoreLayer for WriteBuffer {
     }
 
     fn scan(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, visit: &mut Visit<'_>) {
-        debug_assert!(
-            self.restored.is_empty(),
-            "a scan before restored writes settled"
-        );
         merged_scan(
             &self.held,
             value_of,
@@ -251,16 +243,35 @@ impl StoreLayer for WriteBuffer {
     }
 
     fn restore(&mut self, key: &[u8], value: Option<&[u8]>) {
-        // Restored records are committed: they go to the inner store. A write held for the
-        // same key is newer and stays above it.
-        self.settle_applying();
-        self.restored.push(&mut *self.inner, key, value)
+        // Restored records are committed writes: held as committed, they reach the inner
+        // store with the next checkpoint, in one batch with the offset they reach, so that
+        // restoring is not bound by the inner store's writes. A write of the open interval
+        // is newer and stays above it: the restored value is what an abort brings back.
+        let open = self.open;
+        match self.held.get_mut(key) {
+            Some(held) => {
+                self.bytes -= held.bytes(key);
+                let restored = value.map(Box::from);
+                if held.interval == open {
+                    held.replaced = Some(restored);
+                } else {
+                    held.value = restored;
+                }
+                self.bytes += held.bytes(key);
+            }
+            None => {
+                let held = Held {
+                    value: value.map(Box::from),
+                    interval: COMMITTED,
+                    replaced: None,
+                };
+                self.bytes += held.bytes(key);
+                self.held.insert(key.into(), held);
+            }
+        }
     }
 
-    fn settle_restored(&mut self) {
-        self.settle_applying();
-        self.restored.apply(&mut *self.inner, None);
-    }
+    fn settle_restored(&mut self) {}
 
     fn changelog(&self) -> ChangelogBatch<'_> {
         ChangelogBatch::EMPTY
@@ -277,20 +288,24 @@ impl StoreLayer for WriteBuffer {
         }
         self.forget_applied();
         if self.held.is_empty() && self.applying.is_none() {
-            // Nothing waits for the inner store: it takes the offset (and any restored
-            // writes) at once. (With a batch still landing, the offset waits for the next
-            // checkpoint rather than the commit for the batch.)
-            self.checkpoint();
-        } else if !self.restored.is_empty() {
-            // The inner store must not claim an offset its contents do not reach yet.
-            self.settle_applying();
-            self.restored.apply(&mut *self.inner, None);
+            // Nothing waits for the inner store: it takes the offset at once. (With a batch
+            // still landing, the offset waits for the next checkpoint rather than the commit
+            // for the batch.)
+            self.checkpoint(Checkpoint::Wait);
         }
     }
 
-    fn checkpoint(&mut self) {
+    fn checkpoint(&mut self, when: Checkpoint) {
         // One batch at a time reaches the inner store, in order.
-        self.settle_applying();
+        match when {
+            Checkpoint::Wait => self.settle_applying(),
+            Checkpoint::IfLanded => {
+                self.forget_applied();
+                if self.applying.is_some() {
+                    return;
+                }
+            }
+        }
         let open = self.open;
         let mut committed = Vec::new();
         let mut bytes = 0;
@@ -308,8 +323,6 @@ impl StoreLayer for WriteBuffer {
             self.held.insert(key, held);
         }
         self.bytes = bytes;
-        // Restored writes are older than held ones: they land first.
-        self.restored.apply(&mut *self.inner, None);
         let changelog_offset = self.committed_offset.take();
         if committed.is_empty() && changelog_offset.is_none() {
             return;
@@ -350,10 +363,6 @@ impl StoreLayer for WriteBuffer {
             true
         });
         self.bytes = bytes;
-        if !self.restored.is_empty() {
-            self.settle_applying();
-            self.restored.apply(&mut *self.inner, None);
-        }
     }
 
     fn changelog_offset(&self) -> Option<i64> {
