@@ -248,13 +248,26 @@ async fn the_streams_benchmark_processes_every_record_of_each_workload() {
             commit_interval: Some(Duration::from_millis(100)),
             threads: 1,
             checkpoint_interval: None,
+            restore: workload != StreamsWorkload::Stateless,
         };
-        let figures = run(broker.bootstrap(), &load, state.path()).await.unwrap();
+        let dir = state.path().join(format!("{workload:?}"));
+        let figures = run(broker.bootstrap(), &load, &dir, &mut |_| {})
+            .await
+            .unwrap();
         assert_eq!(figures.records, 3_000, "{workload:?}");
         assert!(
             figures.commits > 0 && figures.records_per_sec() > 0.0,
             "{workload:?}"
         );
+        match figures.restore {
+            // Every key's count is in the changelog at least once, and no more often than
+            // it was updated.
+            Some(restore) => assert!(
+                (100..=3_000).contains(&restore.records),
+                "{workload:?}: {restore:?}"
+            ),
+            None => assert_eq!(workload, StreamsWorkload::Stateless),
+        }
     }
 }
 

@@ -10,6 +10,7 @@ mod config;
 #[cfg(test)]
 mod fixtures;
 pub mod metrics;
+mod progress;
 pub mod query;
 mod restore;
 mod setup;
@@ -20,6 +21,7 @@ pub mod topics;
 
 pub use config::{Bootstrap, ConfigError, ErrorHandling, ProcessingGuarantee, StreamsConfig};
 pub use metrics::MetricsSnapshot;
+pub use progress::Progress;
 pub use query::{KeyQueryMetadata, KeyValueView, QueryError, WindowView};
 pub use restore::RestoreError;
 pub use setup::{create_internal_topics, StartError};

@@ -2,13 +2,17 @@
 //! first (keyed, fixed-size values), then an application started over it, timed from the
 //! moment it runs its tasks until it has processed and committed every record. Three
 //! topologies: stateless (filter, then map_values), a count by key, and a tumbling-window
-//! count by key; at-least-once or exactly-once.
+//! count by key; at-least-once or exactly-once. With [`StreamsLoad::restore`], the
+//! application is then closed, its state directory emptied and the application started
+//! again, timed until it has rebuilt its stores from their changelogs and runs again.
 
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::app::{Bootstrap, ProcessingGuarantee, State, Streams, StreamsConfig};
+use crate::app::{
+    Bootstrap, MetricsSnapshot, ProcessingGuarantee, Progress, State, Streams, StreamsConfig,
+};
 use crate::client::{
     Admin, ClientError, NewTopic, Producer, ProducerConfig, ProducerRecord, Topic,
 };
@@ -50,6 +54,8 @@ pub struct StreamsLoad {
     pub threads: usize,
     /// `state.checkpoint.interval.ms`; the default when `None`.
     pub checkpoint_interval: Option<Duration>,
+    /// Whether to measure a full restore after the run (stateful workloads).
+    pub restore: bool,
 }
 
 /// What a streams run measured.
@@ -62,6 +68,25 @@ pub struct StreamsThroughput {
     pub elapsed: Duration,
     /// Commits made meanwhile.
     pub commits: u64,
+    /// The full restore that followed, when one was asked for.
+    pub restore: Option<RestoreFigures>,
+}
+
+/// What a full restore measured.
+#[derive(Debug, Clone, Copy)]
+pub struct RestoreFigures {
+    /// Changelog records restored.
+    pub records: u64,
+    /// From the application's start over an empty state directory until its tasks had
+    /// restored their stores and were running again.
+    pub elapsed: Duration,
+}
+
+impl RestoreFigures {
+    /// Records restored per second.
+    pub fn records_per_sec(&self) -> f64 {
+        self.records as f64 / self.elapsed.as_secs_f64()
+    }
 }
 
 impl StreamsThroughput {
@@ -109,11 +134,63 @@ pub fn topology(workload: StreamsWorkload, input: &str, output: &str) -> Topolog
     builder.build().expect("the bench topologies are valid")
 }
 
-/// Writes the input, runs the application over it in `state_dir`, and measures.
+/// How often a run reports its [`Progress`].
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// Watches an application's figures, handing `report` its [`Progress`] every
+/// [`PROGRESS_EVERY`].
+struct Watch<'a> {
+    report: &'a mut dyn FnMut(Progress),
+    last: MetricsSnapshot,
+    at: Instant,
+}
+
+impl<'a> Watch<'a> {
+    fn new(report: &'a mut dyn FnMut(Progress), streams: &Streams) -> Self {
+        Self {
+            report,
+            last: streams.metrics(),
+            at: Instant::now(),
+        }
+    }
+
+    /// The figures now, reported when the time has come.
+    fn figures(&mut self, streams: &Streams) -> MetricsSnapshot {
+        let now = streams.metrics();
+        if self.at.elapsed() >= PROGRESS_EVERY {
+            (self.report)(Progress::between(&self.last, &now, self.at.elapsed()));
+            self.last = now.clone();
+            self.at = Instant::now();
+        }
+        now
+    }
+}
+
+/// Starts `streams` and waits until it runs its tasks.
+async fn start(streams: &mut Streams, deadline: Instant) -> Result<(), ClientError> {
+    streams
+        .start()
+        .await
+        .map_err(|e| ClientError::State(e.to_string()))?;
+    while streams.state() != State::Running {
+        if Instant::now() > deadline || streams.state() == State::Error {
+            return Err(ClientError::State(format!(
+                "the application is {:?}",
+                streams.state()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Ok(())
+}
+
+/// Writes the input, runs the application over it in `state_dir`, and measures; `report`
+/// hears the application's progress every second.
 pub async fn run(
     bootstrap: &str,
     load: &StreamsLoad,
     state_dir: &std::path::Path,
+    report: &mut dyn FnMut(Progress),
 ) -> Result<StreamsThroughput, ClientError> {
     let run_id = format!(
         "{:x}",
@@ -139,26 +216,18 @@ pub async fn run(
     if let Some(interval) = load.checkpoint_interval {
         config.state_checkpoint_interval = interval;
     }
-    let mut streams = Streams::new(topology(load.workload, &input, &output), config)
-        .map_err(|e| ClientError::Config(e.to_string()))?;
-    streams
-        .start()
-        .await
-        .map_err(|e| ClientError::State(e.to_string()))?;
+    let new_streams = || {
+        Streams::new(topology(load.workload, &input, &output), config.clone())
+            .map_err(|e| ClientError::Config(e.to_string()))
+    };
+    let mut streams = new_streams()?;
     let deadline = Instant::now() + Duration::from_secs(600);
-    while streams.state() != State::Running {
-        if Instant::now() > deadline || streams.state() == State::Error {
-            return Err(ClientError::State(format!(
-                "the application is {:?}",
-                streams.state()
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    start(&mut streams, deadline).await?;
     let started = Instant::now();
     let before = streams.metrics();
+    let mut watch = Watch::new(report, &streams);
     loop {
-        let figures = streams.metrics();
+        let figures = watch.figures(&streams);
         let caught_up = figures.records_processed >= load.records
             && figures.commits > before.commits
             && !figures.lag.is_empty()
@@ -178,16 +247,67 @@ pub async fn run(
     }
     let elapsed = started.elapsed();
     let figures = streams.metrics();
-    streams
-        .close(Duration::from_secs(60))
-        .await
-        .map_err(|e| ClientError::State(e.to_string()))?;
+    close(streams).await?;
+    let restore = if load.restore {
+        Some(restore(new_streams()?, load, state_dir, watch.report).await?)
+    } else {
+        None
+    };
     let _ = admin.delete_topics(&[&input, &output]).await;
     Ok(StreamsThroughput {
         records: figures.records_processed,
         elapsed,
         commits: figures.commits - before.commits,
+        restore,
     })
+}
+
+async fn close(mut streams: Streams) -> Result<(), ClientError> {
+    streams
+        .close(Duration::from_secs(60))
+        .await
+        .map_err(|e| ClientError::State(e.to_string()))
+}
+
+/// Empties the state directory the application closed on, starts it again and times it
+/// until its tasks have restored their stores and run, every input partition caught up.
+async fn restore(
+    mut streams: Streams,
+    load: &StreamsLoad,
+    state_dir: &std::path::Path,
+    report: &mut dyn FnMut(Progress),
+) -> Result<RestoreFigures, ClientError> {
+    std::fs::remove_dir_all(state_dir).map_err(|e| {
+        ClientError::State(format!("{} could not be emptied: {e}", state_dir.display()))
+    })?;
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(600);
+    start(&mut streams, deadline).await?;
+    let partitions = usize::try_from(load.partitions).unwrap_or(0);
+    let mut watch = Watch::new(report, &streams);
+    loop {
+        let figures = watch.figures(&streams);
+        let running = figures.records_to_restore == 0
+            && figures.lag.len() >= partitions
+            && figures.lag.values().all(|&l| l == 0);
+        if running && figures.records_restored > 0 {
+            let elapsed = started.elapsed();
+            close(streams).await?;
+            return Ok(RestoreFigures {
+                records: figures.records_restored,
+                elapsed,
+            });
+        }
+        if Instant::now() > deadline || streams.state() == State::Error {
+            return Err(ClientError::State(format!(
+                "restored {} records, {} to go, the application {:?}",
+                figures.records_restored,
+                figures.records_to_restore,
+                streams.state()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
 }
 
 /// Writes `load.records` keyed records of `load.value_size` bytes to `topic`.

@@ -286,6 +286,10 @@ struct StreamsBenchArgs {
     /// Where the applications keep their state (a fresh directory under it per run).
     #[arg(long, default_value = "eddy-bench-state")]
     state_dir: PathBuf,
+    /// After each run, empty the state directory, start the application again and time the
+    /// full restore of its stores from their changelogs (count and windowed workloads).
+    #[arg(long)]
+    restore: bool,
 }
 
 #[derive(clap::Args)]
@@ -524,6 +528,11 @@ async fn run_streams_bench(args: StreamsBenchArgs) -> std::io::Result<()> {
             )))
         }
     };
+    if args.restore && workload == StreamsWorkload::Stateless {
+        return Err(invalid(
+            "--restore: the stateless workload has no state to restore".into(),
+        ));
+    }
     let guarantee = |name: &str| match name {
         "exactly_once_v2" => Ok(ProcessingGuarantee::ExactlyOnceV2),
         "at_least_once" => Ok(ProcessingGuarantee::AtLeastOnce),
@@ -558,11 +567,14 @@ async fn run_streams_bench(args: StreamsBenchArgs) -> std::io::Result<()> {
                 checkpoint_interval: Some(std::time::Duration::from_millis(
                     args.checkpoint_interval_ms,
                 )),
+                restore: args.restore,
             };
             let dir = args.state_dir.join(format!("run-{round}-{i}"));
-            let run = streams::run(&args.bootstrap, &load, &dir)
+            let mut progress = ProgressLine::new();
+            let run = streams::run(&args.bootstrap, &load, &dir, &mut |p| progress.show(p))
                 .await
                 .map_err(std::io::Error::other)?;
+            progress.finish();
             let _ = std::fs::remove_dir_all(&dir);
             println!(
                 "{{\"test\":\"streams-{}\",\"guarantee\":\"{:?}\",\"records\":{},\"seconds\":{:.3},\"records_per_sec\":{:.0},\"commits\":{}}}",
@@ -574,6 +586,16 @@ async fn run_streams_bench(args: StreamsBenchArgs) -> std::io::Result<()> {
                 run.commits
             );
             rates[i].push(run.records_per_sec());
+            if let Some(restore) = run.restore {
+                println!(
+                    "{{\"test\":\"streams-{}-restore\",\"guarantee\":\"{:?}\",\"records\":{},\"seconds\":{:.3},\"records_per_sec\":{:.0}}}",
+                    args.workload,
+                    guarantees[i],
+                    restore.records,
+                    restore.elapsed.as_secs_f64(),
+                    restore.records_per_sec()
+                );
+            }
         }
     }
     let medians: Vec<f64> = rates.iter_mut().map(|r| median(r)).collect();
@@ -587,6 +609,40 @@ async fn run_streams_bench(args: StreamsBenchArgs) -> std::io::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The progress of an application the tool runs, on standard error: one line rewritten in
+/// place on a terminal, a line each time otherwise.
+struct ProgressLine {
+    terminal: bool,
+    shown: bool,
+}
+
+impl ProgressLine {
+    fn new() -> Self {
+        use std::io::IsTerminal;
+        Self {
+            terminal: std::io::stderr().is_terminal(),
+            shown: false,
+        }
+    }
+
+    fn show(&mut self, progress: eddy::app::Progress) {
+        if self.terminal {
+            eprint!("\r{progress}\x1b[K");
+        } else {
+            eprintln!("{progress}");
+        }
+        self.shown = true;
+    }
+
+    /// Ends the line rewritten in place, so that what follows starts on its own.
+    fn finish(&mut self) {
+        if self.terminal && self.shown {
+            eprintln!();
+        }
+        self.shown = false;
+    }
 }
 
 fn median(values: &mut [f64]) -> f64 {
