@@ -138,19 +138,24 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, K, Change<VA>> for StreamAggreg
 }
 
 /// The source of a table: turns each record into an update, kept in the table's store when
-/// it has one. Records with a null key are skipped (and counted as dropped), as Kafka's
+/// it has one (forwarded when the store's record cache sends it down, if it has a cache). Records with a null key are skipped (and counted as dropped), as Kafka's
 /// `KTableSource` skips them.
 pub(crate) struct TableSourceProcessor<K, V> {
     pub(crate) store: Option<String>,
     pub(crate) null_keys: Nulls<K>,
     pub(crate) send_old_values: Arc<AtomicBool>,
     pub(crate) handle: Option<KeyValueStoreHandle<K, ValueAndTimestamp<V>>>,
+    /// Whether the store's record cache forwards the updates, when it sends them down.
+    pub(crate) forwarded_at_flush: bool,
 }
 
 impl<K: Data, V: Data> Processor<K, Option<V>, K, Change<V>> for TableSourceProcessor<K, V> {
     fn init(&mut self, ctx: &mut ProcessorContext<'_, K, Change<V>>) -> Result<(), StreamsError> {
         if let Some(store) = &self.store {
-            self.handle = Some(ctx.key_value_store_handle(store)?);
+            let handle = ctx.key_value_store_handle(store)?;
+            let old_values = self.send_old_values.load(Ordering::Relaxed);
+            self.forwarded_at_flush = ctx.forward_on_flush(&handle, old_values);
+            self.handle = Some(handle);
         }
         Ok(())
     }
@@ -173,6 +178,9 @@ impl<K: Data, V: Data> Processor<K, Option<V>, K, Change<V>> for TableSourceProc
                     timestamp: r.timestamp,
                 });
                 store.put(&r.key, new.as_ref())?;
+                if self.forwarded_at_flush {
+                    return Ok(());
+                }
                 if self.send_old_values.load(Ordering::Relaxed) {
                     old
                 } else {

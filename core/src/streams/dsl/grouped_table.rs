@@ -177,7 +177,8 @@ impl<V, VA> Clone for Start<V, VA> {
     }
 }
 
-/// Kafka's `KTableAggregate` and `KTableReduce`.
+/// Kafka's `KTableAggregate` and `KTableReduce`; with a record cache, the updates are
+/// forwarded when the cache sends them down.
 struct TableAggregate<K, V, VA> {
     store: String,
     start: Start<V, VA>,
@@ -185,13 +186,18 @@ struct TableAggregate<K, V, VA> {
     subtractor: Step<K, V, VA>,
     send_old_values: Arc<AtomicBool>,
     handle: Option<KeyValueStoreHandle<K, ValueAndTimestamp<VA>>>,
+    /// Whether the store's record cache forwards the updates, when it sends them down.
+    forwarded_at_flush: bool,
 }
 
 impl<K: Data, V: Data, VA: Data> Processor<K, Change<V>, K, Change<VA>>
     for TableAggregate<K, V, VA>
 {
     fn init(&mut self, ctx: &mut ProcessorContext<'_, K, Change<VA>>) -> Result<(), StreamsError> {
-        self.handle = Some(ctx.key_value_store_handle(&self.store)?);
+        let handle = ctx.key_value_store_handle(&self.store)?;
+        let old_values = self.send_old_values.load(Ordering::Relaxed);
+        self.forwarded_at_flush = ctx.forward_on_flush(&handle, old_values);
+        self.handle = Some(handle);
         Ok(())
     }
 
@@ -235,6 +241,9 @@ impl<K: Data, V: Data, VA: Data> Processor<K, Change<V>, K, Change<VA>>
             store.put(&r.key, stored_new.as_ref())?;
             (new, old, timestamp)
         };
+        if self.forwarded_at_flush {
+            return Ok(());
+        }
         let old = if self.send_old_values.load(Ordering::Relaxed) {
             old
         } else {
@@ -366,6 +375,7 @@ impl<K: Data, V: Data> KGroupedTable<K, V> {
                 subtractor: subtractor.clone(),
                 send_old_values: flag.clone(),
                 handle: None,
+                forwarded_at_flush: false,
             })?;
             t.add_state_store(definition, &[&name])?;
             Ok(())

@@ -341,6 +341,7 @@ impl TableSource {
                     null_keys: null_keys.clone(),
                     send_old_values: shared.clone(),
                     handle: None,
+                    forwarded_at_flush: false,
                 })
             })?;
             if let Some(store) = now {

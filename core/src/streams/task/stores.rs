@@ -200,6 +200,34 @@ mod tests {
     }
 
     #[test]
+    fn a_cached_table_source_forwards_each_key_once_at_the_flush() {
+        let builder = StreamsBuilder::new();
+        builder
+            .table(
+                "in",
+                Consumed::with(StringSerde, StringSerde),
+                Materialized::named("table"),
+            )
+            .to_stream()
+            .to("out", Produced::with(StringSerde, Nullable(StringSerde)));
+        let mut task = task_of(builder, 1 << 20);
+        feed(&mut task, 0, &[("a", 1), ("b", 2), ("a", 3)]);
+        assert!(task.output().to_records().is_empty());
+        task.flush_stores().unwrap();
+        let out: Vec<(String, i64)> = task
+            .output()
+            .to_records()
+            .into_iter()
+            .map(|r| {
+                let key = StringSerde.deserialize("out", &r.key.unwrap()).unwrap();
+                (key, r.timestamp)
+            })
+            .collect();
+        // In the order of last write, each with the timestamp of its last update.
+        assert_eq!(out, [("b".to_string(), 2), ("a".to_string(), 3)]);
+    }
+
+    #[test]
     fn a_cache_too_small_for_an_entry_forwards_every_update_as_it_evicts() {
         let mut task = counting_task(1);
         feed(&mut task, 0, &[("a", 1), ("a", 2), ("b", 3)]);
