@@ -169,6 +169,7 @@ impl<K: Data, V: Data> TimeWindowedKStream<K, V> {
                     observed: -1,
                     handle: None,
                     emit_final,
+                    forwarded_at_flush: false,
                 },
             ),
         };

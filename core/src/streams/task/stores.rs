@@ -228,6 +228,71 @@ mod tests {
     }
 
     #[test]
+    fn a_cached_sliding_count_forwards_the_last_update_of_each_window_at_the_flush() {
+        use crate::streams::windows::SlidingWindows;
+        use crate::streams::TimeWindowedSerde;
+        let diff = std::time::Duration::from_secs(10);
+        let keys = TimeWindowedSerde::new(StringSerde, 10_000);
+        let sliding_task = |cache_max_bytes| {
+            let builder = StreamsBuilder::new();
+            builder
+                .stream("in", Consumed::with(StringSerde, StringSerde))
+                .group_by_key(Grouped::with(StringSerde, StringSerde))
+                .windowed_by_sliding(
+                    SlidingWindows::of_time_difference_and_grace(diff, diff * 100).unwrap(),
+                )
+                .count(Materialized::named("counts"))
+                .to_stream()
+                .to("out", Produced::with(keys, Nullable(I64Serde)));
+            task_of(builder, cache_max_bytes)
+        };
+        let input = [
+            ("a", 1_000),
+            ("a", 2_000),
+            ("b", 5_000),
+            ("a", 14_000),
+            ("a", 9_000),
+            ("b", 30_000),
+        ];
+        let out = |task: &mut StreamTask| -> Vec<((String, i64), (i64, i64))> {
+            let records = task.output().to_records();
+            task.clear_output();
+            records
+                .into_iter()
+                .map(|r| {
+                    let key = keys.deserialize("out", &r.key.unwrap()).unwrap();
+                    let count = I64Serde.deserialize("out", &r.value.unwrap()).unwrap();
+                    ((key.key, key.window.start), (count, r.timestamp))
+                })
+                .collect()
+        };
+        let mut uncached = sliding_task(0);
+        feed(&mut uncached, 0, &input);
+        let every_update = out(&mut uncached);
+        let last_of_each: std::collections::BTreeMap<_, _> = every_update.iter().cloned().collect();
+        assert!(every_update.len() > last_of_each.len(), "{every_update:?}");
+        let mut cached = sliding_task(1 << 20);
+        feed(&mut cached, 0, &input);
+        assert!(
+            out(&mut cached).is_empty(),
+            "nothing leaves before the flush"
+        );
+        cached.flush_stores().unwrap();
+        let flushed = out(&mut cached);
+        assert_eq!(
+            flushed.len(),
+            last_of_each.len(),
+            "each window once: {flushed:?}"
+        );
+        assert_eq!(
+            flushed
+                .into_iter()
+                .collect::<std::collections::BTreeMap<_, _>>(),
+            last_of_each
+        );
+    }
+
+    #[test]
     fn a_cache_too_small_for_an_entry_forwards_every_update_as_it_evicts() {
         let mut task = counting_task(1);
         feed(&mut task, 0, &[("a", 1), ("a", 2), ("b", 3)]);

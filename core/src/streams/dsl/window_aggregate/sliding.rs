@@ -33,6 +33,8 @@ pub(crate) struct SlidingWindowAggregate<K, V, VA> {
     pub(crate) handle: Option<WindowStoreHandle<K, ValueAndTimestamp<VA>>>,
     /// Emit each window once, when it closes, instead of every update.
     pub(crate) emit_final: Option<EmitFinal>,
+    /// Whether the store's record cache forwards the updates, when it sends them down.
+    pub(crate) forwarded_at_flush: bool,
 }
 
 type Stored<VA> = ValueAndTimestamp<VA>;
@@ -78,7 +80,7 @@ impl<K: Data, V: Data, VA: Data> SlidingWindowAggregate<K, V, VA> {
             Some(_) => r.timestamp.max(stored_at),
             None => r.timestamp,
         };
-        let kept = if self.send_old_values.load(Ordering::Relaxed) {
+        let kept = if self.send_old_values.load(Ordering::Relaxed) && !self.forwarded_at_flush {
             old.clone()
         } else {
             None
@@ -92,7 +94,7 @@ impl<K: Data, V: Data, VA: Data> SlidingWindowAggregate<K, V, VA> {
                 timestamp,
             }),
         )?;
-        if self.emit_final.is_some() {
+        if self.emit_final.is_some() || self.forwarded_at_flush {
             return Ok(());
         }
         ctx.forward(Record {
@@ -116,7 +118,7 @@ impl<K: Data, V: Data, VA: Data> SlidingWindowAggregate<K, V, VA> {
         let handle = self.handle.as_ref().expect("initialized");
         ctx.window_store(handle)
             .put(key, window.start, Some(&value))?;
-        if self.emit_final.is_some() {
+        if self.emit_final.is_some() || self.forwarded_at_flush {
             return Ok(());
         }
         ctx.forward(Record {
@@ -314,7 +316,14 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
     for SlidingWindowAggregate<K, V, VA>
 {
     fn init(&mut self, ctx: Ctx<'_, '_, K, VA>) -> Result<(), StreamsError> {
-        self.handle = Some(ctx.window_store_handle(&self.store)?);
+        let handle = ctx.window_store_handle(&self.store)?;
+        if self.emit_final.is_none() {
+            // A sliding window's store keeps windows `time_difference` long.
+            let old_values = self.send_old_values.load(Ordering::Relaxed);
+            self.forwarded_at_flush =
+                ctx.forward_windows_on_flush(&handle, self.diff(), old_values);
+        }
+        self.handle = Some(handle);
         Ok(())
     }
 
