@@ -308,6 +308,7 @@ impl<K: Data, V: Data> SessionWindowedKStream<K, V> {
                         observed: -1,
                         handle: None,
                         emit_final,
+                        forwarded_at_flush: false,
                     }
                 });
         let mut table = windowed_table(builder, parts, |keys| {

@@ -6,7 +6,7 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use super::flush::{ChangeFlush, FlushForwarder, FlushedKeys};
+use super::flush::{ChangeFlush, FlushForward, FlushForwarder, FlushedKeys, SessionFlush};
 use super::{Data, Graph, PunctuationType, Schedule, ScheduleId, StoreInstance};
 use crate::log::Timestamp;
 use crate::streams::record::{Record, RecordMetadata};
@@ -197,20 +197,36 @@ impl<'a, KOut, VOut> ProcessorContext<'a, KOut, VOut> {
         keys: FlushedKeys,
         old_values: bool,
     ) -> bool {
-        let slot = &mut self.graph.state.stores[handle.index];
-        if !slot.store.forward_flushes(old_values) {
-            return false;
-        }
         let forward = ChangeFlush {
-            store: slot.definition.name().to_string(),
+            store: self.graph.state.stores[handle.index]
+                .definition
+                .name()
+                .to_string(),
             serdes: handle.serdes.clone(),
             keys,
             old_values,
         };
+        self.forward_flushes_with(handle.index, old_values, Box::new(forward))
+    }
+
+    /// Has `forward` forward, from this processor, what the cache of store `index` sends
+    /// down; `false` when the store has no cache.
+    fn forward_flushes_with(
+        &mut self,
+        index: usize,
+        old_values: bool,
+        forward: Box<dyn FlushForward>,
+    ) -> bool {
+        if !self.graph.state.stores[index]
+            .store
+            .forward_flushes(old_values)
+        {
+            return false;
+        }
         self.graph.state.flush_forwarders.push(FlushForwarder {
-            store: handle.index,
+            store: index,
             node: self.node,
-            forward: Some(Box::new(forward)),
+            forward: Some(forward),
             buffer: Flushed::default(),
         });
         true
@@ -274,6 +290,24 @@ impl<'a, KOut, VOut> ProcessorContext<'a, KOut, VOut> {
     ) -> Result<SessionStoreHandle<K, V>, StreamsError> {
         self.store_handle(name, |s| matches!(s, StoreInstance::Session(_)))
             .map(SessionStoreHandle)
+    }
+
+    /// As [`forward_on_flush`](Self::forward_on_flush), for a session store: the updates
+    /// are forwarded with windowed keys, each at its session's end.
+    pub(crate) fn forward_sessions_on_flush<K: Data, V: Data>(
+        &mut self,
+        handle: &SessionStoreHandle<K, V>,
+        old_values: bool,
+    ) -> bool {
+        let forward = SessionFlush {
+            store: self.graph.state.stores[handle.0.index]
+                .definition
+                .name()
+                .to_string(),
+            serdes: handle.0.serdes.clone(),
+            old_values,
+        };
+        self.forward_flushes_with(handle.0.index, old_values, Box::new(forward))
     }
 
     /// The session store behind `handle`, typed.

@@ -6,7 +6,7 @@
 use super::{Data, Graph};
 use crate::log::Timestamp;
 use crate::streams::record::{Change, Record};
-use crate::streams::store::{window_of, Flushed, KeyValueSerdes, ValueAndTimestamp};
+use crate::streams::store::{session_of, window_of, Flushed, KeyValueSerdes, ValueAndTimestamp};
 use crate::streams::windowed::Windowed;
 use crate::streams::windows::Window;
 use crate::streams::StreamsError;
@@ -95,6 +95,42 @@ impl<K: Data, V: Data> FlushForward for ChangeFlush<K, V> {
                 Ok(Some(Windowed::new(keys.deserialize(store, key)?, window)))
             }),
         }
+    }
+}
+
+/// Forwards a session store's flushed entries as `Change`s of their sessions' aggregates,
+/// each at its session's end, keyed by the windowed key (Kafka's session cache flush
+/// listener). Entries that are not a session's (the store's bookkeeping) are not forwarded.
+pub(crate) struct SessionFlush<K, V> {
+    pub(crate) store: String,
+    pub(crate) serdes: KeyValueSerdes<K, V>,
+    pub(crate) old_values: bool,
+}
+
+impl<K: Data, V: Data> FlushForward for SessionFlush<K, V> {
+    fn forward(
+        &mut self,
+        flushed: &Flushed,
+        graph: &mut Graph,
+        node: usize,
+    ) -> Result<(), StreamsError> {
+        let store = &self.store;
+        let decode = |v: Option<&[u8]>| {
+            v.map(|v| self.serdes.values.deserialize(store, v))
+                .transpose()
+        };
+        for (entry, new, old) in flushed.iter() {
+            let Some((key, window)) = session_of(entry) else {
+                continue;
+            };
+            let key = Windowed::new(self.serdes.keys.deserialize(store, key)?, window);
+            let old = if self.old_values { decode(old)? } else { None };
+            let change = (Change::new(decode(new)?, old), Some(window.end));
+            if !forward_change(graph, node, key, change) {
+                break;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -44,6 +44,7 @@ pub struct Scratch {
     /// The serialized value.
     pub value: Vec<u8>,
 }
+pub(crate) use session::session_of;
 pub use session::{
     parse_session_store_key, session_store_key, LayeredSessionStore, SessionBytesStore,
 };

@@ -138,7 +138,7 @@ impl std::fmt::Debug for LayeredSessionStore {
 
 /// A session from an entry's key: the record's key and the session; `None` for what is not
 /// a session's entry.
-fn session_of(entry: &[u8]) -> Option<(&[u8], Window)> {
+pub(crate) fn session_of(entry: &[u8]) -> Option<(&[u8], Window)> {
     let rest = entry.get(HEAD..).filter(|r| r.len() >= 16)?;
     let (key, times) = rest.split_at(rest.len() - 16);
     let window = Window {

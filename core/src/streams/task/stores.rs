@@ -293,6 +293,89 @@ mod tests {
     }
 
     #[test]
+    fn a_cached_session_count_forwards_each_live_session_once_at_the_flush() {
+        use crate::streams::windows::SessionWindows;
+        use crate::streams::SessionWindowedSerde;
+        type Out = Vec<((String, i64, i64), (Option<i64>, i64))>;
+        let gap = std::time::Duration::from_secs(5);
+        let keys = SessionWindowedSerde(StringSerde);
+        let session_task = |cache_max_bytes| {
+            let builder = StreamsBuilder::new();
+            builder
+                .stream("in", Consumed::with(StringSerde, StringSerde))
+                .group_by_key(Grouped::with(StringSerde, StringSerde))
+                .windowed_by_session(
+                    SessionWindows::of_inactivity_gap_and_grace(gap, gap * 100).unwrap(),
+                )
+                .count(Materialized::named("sessions"))
+                .to_stream()
+                .to("out", Produced::with(keys, Nullable(I64Serde)));
+            task_of(builder, cache_max_bytes)
+        };
+        // Sessions that merge (a at 1 s and 9 s, joined by 5 s) and one that stays apart.
+        let input = [
+            ("a", 1_000),
+            ("a", 9_000),
+            ("b", 2_000),
+            ("a", 5_000),
+            ("b", 30_000),
+        ];
+        let out = |task: &mut StreamTask| -> Out {
+            let records = task.output().to_records();
+            task.clear_output();
+            records
+                .into_iter()
+                .map(|r| {
+                    let key = keys.deserialize("out", &r.key.unwrap()).unwrap();
+                    let count = r.value.map(|v| I64Serde.deserialize("out", &v).unwrap());
+                    let window = (key.key, key.window.start, key.window.end);
+                    (window, (count, r.timestamp))
+                })
+                .collect()
+        };
+        let mut uncached = session_task(0);
+        feed(&mut uncached, 0, &input);
+        let every_update = out(&mut uncached);
+        // What the store holds at the end: each session's last update that is not a
+        // tombstone (a session merged away before anything went below is never forwarded).
+        let live: std::collections::BTreeMap<_, _> = every_update
+            .iter()
+            .cloned()
+            .collect::<std::collections::BTreeMap<_, _>>()
+            .into_iter()
+            .filter(|(_, (count, _))| count.is_some())
+            .collect();
+        assert!(every_update.iter().any(|(_, (count, _))| count.is_none()));
+        let mut cached = session_task(1 << 20);
+        feed(&mut cached, 0, &input);
+        assert!(
+            out(&mut cached).is_empty(),
+            "nothing leaves before the flush"
+        );
+        cached.flush_stores().unwrap();
+        let flushed = out(&mut cached);
+        assert_eq!(flushed.len(), live.len(), "{flushed:?}");
+        assert_eq!(
+            flushed
+                .into_iter()
+                .collect::<std::collections::BTreeMap<_, _>>(),
+            live
+        );
+        // Merging a flushed session away forwards its tombstone at the next flush.
+        feed(&mut cached, 5, &[("b", 27_000)]);
+        cached.flush_stores().unwrap();
+        let next = out(&mut cached);
+        assert!(
+            next.contains(&(("b".into(), 30_000, 30_000), (None, 30_000))),
+            "{next:?}"
+        );
+        assert!(
+            next.contains(&(("b".into(), 27_000, 30_000), (Some(2), 30_000))),
+            "{next:?}"
+        );
+    }
+
+    #[test]
     fn a_cache_too_small_for_an_entry_forwards_every_update_as_it_evicts() {
         let mut task = counting_task(1);
         feed(&mut task, 0, &[("a", 1), ("a", 2), ("b", 3)]);

@@ -2,7 +2,8 @@
 //! session of its key it comes within the inactivity gap of; the merged sessions are deleted
 //! downstream with tombstones, unless final results are emitted by session end once closed.
 //! As in Kafka 4.4, updates and tombstones carry no headers; final results carry those of the
-//! record that closed their sessions.
+//! record that closed their sessions. With a record cache, the updates and tombstones are
+//! forwarded when the cache sends them down.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -35,6 +36,8 @@ pub(crate) struct SessionWindowAggregate<K, V, VA> {
     pub(crate) handle: Option<SessionStoreHandle<K, VA>>,
     /// Emit each session once, when it closes, instead of every update.
     pub(crate) emit_final: Option<EmitFinal>,
+    /// Whether the store's record cache forwards the updates, when it sends them down.
+    pub(crate) forwarded_at_flush: bool,
 }
 
 impl<K: Data, V: Data, VA: Data> SessionWindowAggregate<K, V, VA> {
@@ -77,7 +80,12 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
     for SessionWindowAggregate<K, V, VA>
 {
     fn init(&mut self, ctx: Ctx<'_, '_, K, VA>) -> Result<(), StreamsError> {
-        self.handle = Some(ctx.session_store_handle(&self.store)?);
+        let handle = ctx.session_store_handle(&self.store)?;
+        if self.emit_final.is_none() {
+            let old_values = self.send_old_values.load(Ordering::Relaxed);
+            self.forwarded_at_flush = ctx.forward_sessions_on_flush(&handle, old_values);
+        }
+        self.handle = Some(handle);
         Ok(())
     }
 
@@ -116,7 +124,8 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
             ctx.record_dropped();
             return self.forward_final(&r.headers, ctx, close);
         }
-        let emit_updates = self.emit_final.is_none();
+        // Emitted at close, or forwarded at flush, updates are not forwarded here.
+        let emit_updates = self.emit_final.is_none() && !self.forwarded_at_flush;
         if merged_window != single {
             for (window, value) in found {
                 ctx.session_store(handle).put(&r.key, window, None)?;
@@ -135,8 +144,11 @@ impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
         let agg = self.fold.apply(&r.key, r.value, agg);
         ctx.session_store(handle)
             .put(&r.key, merged_window, Some(&agg))?;
-        if !emit_updates {
+        if self.emit_final.is_some() {
             return self.forward_final(&r.headers, ctx, close);
+        }
+        if !emit_updates {
+            return Ok(());
         }
         ctx.forward(Record {
             key: Windowed::new(r.key, merged_window),
