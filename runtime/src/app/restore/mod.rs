@@ -491,7 +491,8 @@ impl StateUpdater {
         Ok(at)
     }
 
-    /// Gives up task `id` (restoring or standby), its stores recording how far they got.
+    /// Gives up task `id` (restoring or standby), its stores recording how far they got and
+    /// taking what they restored to sled.
     pub(crate) async fn remove(&mut self, id: TaskId) -> Result<Option<StreamTask>, RestoreError> {
         if !self.holds(id) {
             return Ok(None);
@@ -502,6 +503,7 @@ impl StateUpdater {
             None => self.standbys.remove(&id).expect("held"),
         };
         record_offsets(&mut task, &at)?;
+        task.checkpoint_stores(Checkpoint::Wait);
         for tp in at.keys() {
             self.changelogs.remove(tp);
             self.recorded.remove(tp);

@@ -253,6 +253,9 @@ fn producer_factory(
     ))
 }
 
+/// How long past its wait a poll may go on once the thread is asked to close.
+const POLL_GRACE_AT_CLOSE: Duration = Duration::from_secs(1);
+
 /// Polls and processes until shutdown is asked for or something fails that closing the
 /// tasks dirty cannot recover from.
 async fn poll_loop(
@@ -274,7 +277,25 @@ async fn poll_loop(
         // Revocations run inside the poll, and take the manager themselves. While tasks are
         // restored the poll does not wait: the restore consumer's poll does.
         let wait = if restoring { Duration::ZERO } else { poll_wait };
-        let records = consumer.poll(wait).await;
+        let records = {
+            let poll = consumer.poll(wait);
+            tokio::pin!(poll);
+            let mut stop = shutdown.clone();
+            let held_up = async {
+                let _ = stop.wait_for(|stop| *stop).await;
+                tokio::time::sleep(wait + POLL_GRACE_AT_CLOSE).await;
+            };
+            tokio::select! {
+                records = &mut poll => records,
+                () = held_up => {
+                    // Asked to close while the poll waits on a rebalance (one that waits for
+                    // a static member that stopped without leaving the group): the poll is
+                    // given up, as Kafka's consumer returns from a poll at its timeout.
+                    tracing::debug!("closing during a rebalance");
+                    break;
+                }
+            }
+        };
         let mut tasks = manager.lock().await;
         if let Some(e) = tasks.failure.take() {
             return Err(e);
@@ -285,6 +306,11 @@ async fn poll_loop(
             if let Some(assignment) = assignor.take_assignment() {
                 if assignment.shutdown_application {
                     return Err(ThreadError::ApplicationShutdown);
+                }
+                if asked_to_stop && assignor.shutdown_requested() {
+                    // This round's join went out before the request was made (another
+                    // member's leaving had started it): the next join carries it.
+                    asked_to_stop = false;
                 }
                 if let Some(error) = &assignment.error {
                     return Err(ThreadError::Assignment(error.clone()));
