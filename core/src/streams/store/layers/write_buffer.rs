@@ -44,6 +44,17 @@ impl Held {
         ENTRY_OVERHEAD + key.len() + len(&self.value) + self.replaced.as_ref().map_or(0, len)
     }
 
+    /// A record restored from the changelog, committed: a write of the open interval is
+    /// newer and stays above it, and the restored value is what an abort brings back.
+    fn restore(&mut self, value: Option<&[u8]>, open: u64) {
+        let restored = value.map(Box::from);
+        if self.interval == open {
+            self.replaced = Some(restored);
+        } else {
+            self.value = restored;
+        }
+    }
+
     /// Writes `value` in the open interval, keeping the committed value it replaces.
     fn write(&mut self, value: &[u8], present: bool, open: u64) {
         if self.interval < open {
@@ -163,18 +174,24 @@ impl WriteBuffer {
         self.inner.get_into(key, out)
     }
 
-    fn hold(&mut self, key: &[u8], value: Option<&[u8]>) {
+    /// Holds `value` for `key`, written in `interval`: the open one for a write of the
+    /// store, [`COMMITTED`] for a record restored from the changelog.
+    fn hold(&mut self, key: &[u8], value: Option<&[u8]>, interval: u64) {
         let open = self.open;
         match self.held.get_mut(key) {
             Some(held) => {
                 self.bytes -= held.bytes(key);
-                held.write(value.unwrap_or_default(), value.is_some(), open);
+                if interval == COMMITTED {
+                    held.restore(value, open);
+                } else {
+                    held.write(value.unwrap_or_default(), value.is_some(), open);
+                }
                 self.bytes += held.bytes(key);
             }
             None => {
                 let held = Held {
                     value: value.map(Box::from),
-                    interval: open,
+                    interval,
                     replaced: None,
                 };
                 self.bytes += held.bytes(key);
@@ -214,7 +231,7 @@ impl StoreLayer for WriteBuffer {
     }
 
     fn put(&mut self, key: &[u8], value: Option<&[u8]>) {
-        self.hold(key, value)
+        self.hold(key, value, self.open)
     }
 
     fn update(&mut self, key: &[u8], update: &mut UpdateBytes<'_>) {
@@ -232,43 +249,21 @@ impl StoreLayer for WriteBuffer {
             self.read = read;
             let present = update(had.then_some(&self.read[..]), &mut new);
             if present || had {
-                self.hold(key, present.then_some(&new[..]));
+                self.hold(key, present.then_some(&new[..]), self.open);
             }
         }
         self.scratch = new;
     }
 
     fn put_unlogged(&mut self, key: &[u8], value: Option<&[u8]>) {
-        self.hold(key, value)
+        self.hold(key, value, self.open)
     }
 
     fn restore(&mut self, key: &[u8], value: Option<&[u8]>) {
         // Restored records are committed writes: held as committed, they reach the inner
         // store with the next checkpoint, in one batch with the offset they reach, so that
-        // restoring is not bound by the inner store's writes. A write of the open interval
-        // is newer and stays above it: the restored value is what an abort brings back.
-        let open = self.open;
-        match self.held.get_mut(key) {
-            Some(held) => {
-                self.bytes -= held.bytes(key);
-                let restored = value.map(Box::from);
-                if held.interval == open {
-                    held.replaced = Some(restored);
-                } else {
-                    held.value = restored;
-                }
-                self.bytes += held.bytes(key);
-            }
-            None => {
-                let held = Held {
-                    value: value.map(Box::from),
-                    interval: COMMITTED,
-                    replaced: None,
-                };
-                self.bytes += held.bytes(key);
-                self.held.insert(key.into(), held);
-            }
-        }
+        // restoring is not bound by the inner store's writes.
+        self.hold(key, value, COMMITTED)
     }
 
     fn settle_restored(&mut self) {}
