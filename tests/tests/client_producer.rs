@@ -1,11 +1,15 @@
 //! eddy's producer against a real broker (embedded, or the one `EDDY_TEST_BOOTSTRAP` names):
 //! offsets and partitions of acknowledged records, the Java client's key partitioning,
-//! batching, compression, acks, back-pressure, and idempotence across lost connections.
+//! batching, compression, acks, back-pressure, sending many records at once, and idempotence
+//! across lost connections.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use eddy::client::{Acks, Admin, OffsetSpec, Producer, ProducerConfig, ProducerRecord};
+use eddy::client::{
+    Acks, Admin, ClientError, Consumer, ConsumerConfig, OffsetReset, OffsetSpec, Producer,
+    ProducerConfig, ProducerRecord,
+};
 use eddy_core::log::{partition_for_key, TopicPartition};
 use eddy_core::wire::compression::Compression;
 use eddy_tests::TestBroker;
@@ -155,4 +159,142 @@ async fn a_full_buffer_makes_send_wait_instead_of_growing() {
         .send(ProducerRecord::new(&topic, vec![0u8; 2 << 20]))
         .await;
     assert!(too_big.is_err());
+}
+
+#[tokio::test]
+async fn send_all_writes_every_record_in_order_with_one_delivery_per_batch() {
+    let broker = TestBroker::start().await;
+    let (admin, topic) = topic(&broker, "many", 3).await;
+    // Small batches and a small buffer: the records span many batches and chunks, and
+    // the call waits for memory as `send` does.
+    let config = ProducerConfig::new(broker.bootstrap())
+        .batch_size(4 * 1024)
+        .buffer_memory(1 << 20);
+    let producer = Producer::new(config).unwrap();
+    let records: Vec<ProducerRecord> = (0..60_000)
+        .map(|i| {
+            let record =
+                ProducerRecord::new(&topic, format!("value {i}")).key(format!("key-{}", i % 101));
+            // Some with a partition of their own, some with a timestamp of their own.
+            let record = if i % 7 == 0 {
+                record.partition(2)
+            } else {
+                record
+            };
+            if i % 5 == 0 {
+                record.timestamp(1_700_000_000_000 + i64::from(i))
+            } else {
+                record
+            }
+        })
+        .collect();
+    let sent = producer.send_all(records.clone()).await.unwrap();
+    assert!(sent.refused.is_empty());
+    assert!(
+        sent.deliveries.len() > 3 && sent.deliveries.len() < 6_000,
+        "{} deliveries for 60,000 records",
+        sent.deliveries.len()
+    );
+    // Where each record should land, and in which order within its partition.
+    let mut expected: BTreeMap<i32, Vec<&ProducerRecord>> = BTreeMap::new();
+    for record in &records {
+        let partition = record
+            .partition
+            .unwrap_or_else(|| partition_for_key(record.key.as_deref().unwrap(), 3));
+        expected.entry(partition).or_default().push(record);
+    }
+    // The last delivery of each partition reaches its last record.
+    let mut last: BTreeMap<i32, i64> = BTreeMap::new();
+    for delivery in sent.deliveries {
+        let written = delivery.await.unwrap();
+        let reached = last.entry(written.partition).or_insert(-1);
+        assert!(
+            written.offset > *reached,
+            "deliveries in order per partition"
+        );
+        *reached = written.offset;
+    }
+    for (partition, records) in &expected {
+        assert_eq!(
+            last[partition],
+            records.len() as i64 - 1,
+            "partition {partition}"
+        );
+    }
+    let counts: Vec<i64> = (0..3).map(|p| expected[&p].len() as i64).collect();
+    assert_eq!(ends(&admin, &topic, 3).await, counts);
+    // Read back: every record, in the order sent per partition, timestamps kept.
+    let mut consumer = Consumer::new(
+        ConsumerConfig::new(broker.bootstrap()).auto_offset_reset(OffsetReset::Earliest),
+    )
+    .unwrap();
+    let partitions: Vec<_> = (0..3).map(|p| TopicPartition::new(&topic, p)).collect();
+    consumer.assign(&partitions).unwrap();
+    let mut read: BTreeMap<i32, Vec<_>> = BTreeMap::new();
+    let mut total = 0;
+    for _ in 0..300 {
+        if total == records.len() {
+            break;
+        }
+        for record in consumer.poll(Duration::from_millis(200)).await.unwrap() {
+            total += 1;
+            read.entry(record.partition).or_default().push(record);
+        }
+    }
+    for (partition, sent) in &expected {
+        let got = &read[partition];
+        assert_eq!(got.len(), sent.len(), "partition {partition}");
+        for (offset, (got, sent)) in got.iter().zip(sent).enumerate() {
+            assert_eq!(got.offset, offset as i64);
+            assert_eq!(got.key, sent.key);
+            assert_eq!(got.value, sent.value);
+            if let Some(timestamp) = sent.timestamp {
+                assert_eq!(got.timestamp, timestamp);
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn send_all_gives_back_the_records_it_refuses_and_sends_the_rest() {
+    let broker = TestBroker::start().await;
+    let (admin, topic) = topic(&broker, "some-too-big", 1).await;
+    let producer = Producer::new(ProducerConfig::new(broker.bootstrap())).unwrap();
+    let records = vec![
+        ProducerRecord::new(&topic, "small"),
+        ProducerRecord::new(&topic, vec![0u8; 2 << 20]).key("too big"),
+        ProducerRecord::new(&topic, "small too"),
+    ];
+    let sent = producer.send_all(records).await.unwrap();
+    assert_eq!(sent.refused.len(), 1);
+    let (refused, error) = &sent.refused[0];
+    assert_eq!(refused.key.as_deref(), Some(&b"too big"[..]));
+    assert!(matches!(error, ClientError::Config(_)), "{error}");
+    let reached = sent.deliveries.into_iter().last().unwrap().await.unwrap();
+    assert_eq!(reached.offset, 1);
+    assert_eq!(ends(&admin, &topic, 1).await, vec![2]);
+    // Records that together need more than the whole buffer go in turns.
+    let mut tight = ProducerConfig::new(broker.bootstrap()).buffer_memory(1 << 20);
+    tight.max_block = Duration::from_secs(5);
+    let producer = Producer::new(tight).unwrap();
+    let large: Vec<_> = (0..3)
+        .map(|_| ProducerRecord::new(&topic, vec![1u8; 600_000]))
+        .collect();
+    let sent = producer.send_all(large).await.unwrap();
+    assert!(sent.refused.is_empty());
+    for delivery in sent.deliveries {
+        delivery.await.unwrap();
+    }
+    assert_eq!(ends(&admin, &topic, 1).await, vec![5]);
+    // Nothing to send is no error, even where sending would be one.
+    let transactional = Producer::new(
+        ProducerConfig::new(broker.bootstrap()).transactional_id(broker.unique("txn")),
+    )
+    .unwrap();
+    let none = transactional.send_all(Vec::new()).await.unwrap();
+    assert!(none.deliveries.is_empty() && none.refused.is_empty());
+    let outside = transactional
+        .send_all(vec![ProducerRecord::new(&topic, "outside a transaction")])
+        .await;
+    assert!(outside.is_err());
 }

@@ -126,7 +126,9 @@ pub struct StreamsConfig {
     /// go, with the error and their origin in headers.
     pub dead_letter_queue_topic: Option<String>,
     /// Client properties, as given: unprefixed (every client), `producer.`, `consumer.`,
-    /// `main.consumer.`, `restore.consumer.`, `global.consumer.` and `admin.` ones.
+    /// `main.consumer.`, `restore.consumer.`, `global.consumer.` and `admin.` ones. As in
+    /// Kafka Streams, the main and restore consumers poll up to 1,000 records
+    /// (`max.poll.records`) unless these say otherwise.
     pub client_properties: Vec<(String, String)>,
 }
 

@@ -68,6 +68,10 @@ pub struct StreamsThroughput {
     pub elapsed: Duration,
     /// Commits made meanwhile.
     pub commits: u64,
+    /// The mean time a commit took, over the application's life.
+    pub commit_latency_avg: Duration,
+    /// The longest commit, over the application's life.
+    pub commit_latency_max: Duration,
     /// The full restore that followed, when one was asked for.
     pub restore: Option<RestoreFigures>,
 }
@@ -258,6 +262,8 @@ pub async fn run(
         records: figures.records_processed,
         elapsed,
         commits: figures.commits - before.commits,
+        commit_latency_avg: figures.commit_latency_avg,
+        commit_latency_max: figures.commit_latency_max,
         restore,
     })
 }

@@ -577,13 +577,15 @@ async fn run_streams_bench(args: StreamsBenchArgs) -> std::io::Result<()> {
             progress.finish();
             let _ = std::fs::remove_dir_all(&dir);
             println!(
-                "{{\"test\":\"streams-{}\",\"guarantee\":\"{:?}\",\"records\":{},\"seconds\":{:.3},\"records_per_sec\":{:.0},\"commits\":{}}}",
+                "{{\"test\":\"streams-{}\",\"guarantee\":\"{:?}\",\"records\":{},\"seconds\":{:.3},\"records_per_sec\":{:.0},\"commits\":{},\"commit_avg_ms\":{:.1},\"commit_max_ms\":{:.1}}}",
                 args.workload,
                 guarantees[i],
                 run.records,
                 run.elapsed.as_secs_f64(),
                 run.records_per_sec(),
-                run.commits
+                run.commits,
+                run.commit_latency_avg.as_secs_f64() * 1e3,
+                run.commit_latency_max.as_secs_f64() * 1e3
             );
             rates[i].push(run.records_per_sec());
             if let Some(restore) = run.restore {

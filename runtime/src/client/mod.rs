@@ -28,7 +28,9 @@ pub use consumer::{
     Assignment, Assignor, Consumer, ConsumerRecord, CooperativeStickyAssignor, MemberSubscription,
     RangeAssignor, RebalanceListener, RebalanceProtocol, RoundRobinAssignor,
 };
-pub use producer::{Delivery, GroupMetadata, Producer, ProducerRecord, RecordMetadata, Topic};
+pub use producer::{
+    Delivery, GroupMetadata, Producer, ProducerRecord, RecordMetadata, SentAll, Topic,
+};
 
 /// What can go wrong talking to a broker. Cheap to clone: a failed batch of a producer hands
 /// the same error to every record in it.

@@ -57,12 +57,6 @@ impl ErrorHandlers {
         }
     }
 
-    /// Whether a production failure is skipped with a dead letter: the record must then be
-    /// kept until its send is accepted.
-    pub(super) fn keeps_produced(&self) -> bool {
-        self.production == ErrorHandling::Continue && self.dead_letters.is_some()
-    }
-
     /// Decides on a record task `task` failed on. Errors that are not a record's (no
     /// `failed`) stop the task.
     pub(super) fn on_record_error(

@@ -121,9 +121,12 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
         process,
         mut on_first_assignment,
     } = context;
-    // The user's client settings first (Kafka Streams' prefixes), then what the thread needs.
+    // Kafka Streams' defaults for its consumers (polls of 1,000 records), then the user's
+    // client settings (Kafka Streams' prefixes), then what the thread needs.
     let servers = [("bootstrap.servers", bootstrap.as_str())];
-    let main = config.client_properties_for("main.consumer");
+    let main = [("max.poll.records", "1000")]
+        .into_iter()
+        .chain(config.client_properties_for("main.consumer"));
     let mut consumer_config = ConsumerConfig::from_properties(servers.iter().copied().chain(main))?
         .group_id(&config.application_id)
         .auto_offset_reset(OffsetReset::Earliest)

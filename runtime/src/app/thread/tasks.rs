@@ -213,52 +213,53 @@ impl TaskManager {
         if written {
             self.begin()?;
         }
-        let keep = self.errors.keeps_produced();
         for task in self.tasks.values_mut() {
             let (id, partition) = (task.id(), task.id().partition);
             // One copy of each buffer for all its records; each record a slice of it.
-            for r in task.output().to_records() {
-                let record = ProducerRecord {
+            let outputs = task
+                .output()
+                .to_records()
+                .into_iter()
+                .map(|r| ProducerRecord {
                     topic: r.topic.into(),
                     partition: r.partition,
                     key: r.key,
                     value: r.value,
                     headers: r.headers,
                     timestamp: Some(r.timestamp),
-                };
-                // Kept (a reference count each) only for a dead letter of a refusal.
-                let kept = keep.then(|| record.clone());
-                match self.producer.send(record).await {
-                    Ok(delivery) => self.deliveries.push((None, delivery)),
-                    // Refused before it was sent (too large, say): the handler decides.
-                    Err(e @ ClientError::Config(_)) => {
-                        match self.errors.on_send_error(id, &e, kept) {
-                            Decision::Fail(_) => return Err(e.into()),
-                            Decision::Skip(Some(letter)) => self
-                                .deliveries
-                                .push((None, self.producer.send(letter).await?)),
-                            Decision::Skip(None) => {}
-                        }
-                    }
-                    Err(e) => return Err(e.into()),
+                });
+            let sent = self.producer.send_all(outputs).await?;
+            task.clear_output();
+            self.deliveries
+                .extend(sent.deliveries.into_iter().map(|d| (None, d)));
+            // Refused before they were sent (too large, say): the handler decides.
+            for (record, e) in sent.refused {
+                match self.errors.on_send_error(id, &e, Some(record)) {
+                    Decision::Fail(_) => return Err(e.into()),
+                    Decision::Skip(Some(letter)) => self
+                        .deliveries
+                        .push((None, self.producer.send(letter).await?)),
+                    Decision::Skip(None) => {}
                 }
             }
-            task.clear_output();
             for (topic, batch) in task.changelog() {
                 let tp = TopicPartition::new(topic, partition);
                 let name = Topic::from(topic);
-                for change in batch.to_records() {
-                    let record = ProducerRecord {
-                        topic: name.clone(),
-                        partition: Some(partition),
-                        key: Some(change.key),
-                        value: change.value,
-                        headers: Vec::new(),
-                        timestamp: None,
-                    };
-                    self.deliveries
-                        .push((Some(tp.clone()), self.producer.send(record).await?));
+                let changes = batch.to_records().into_iter().map(|change| ProducerRecord {
+                    topic: name.clone(),
+                    partition: Some(partition),
+                    key: Some(change.key),
+                    value: change.value,
+                    headers: Vec::new(),
+                    timestamp: None,
+                });
+                let sent = self.producer.send_all(changes).await?;
+                if let Some((_, e)) = sent.refused.into_iter().next() {
+                    // A change the changelog cannot take is state that could not be restored.
+                    return Err(e.into());
                 }
+                self.deliveries
+                    .extend(sent.deliveries.into_iter().map(|d| (Some(tp.clone()), d)));
             }
             task.clear_changelog();
         }

@@ -8,6 +8,7 @@
 //! With a `transactional.id` the producer is transactional (see [`Producer::begin_transaction`]).
 
 mod accumulator;
+mod send_all;
 mod sender;
 mod transaction;
 
@@ -27,6 +28,7 @@ use self::transaction::Transaction;
 use super::cluster::Cluster;
 use super::{ClientError, ProducerConfig};
 
+pub use self::send_all::SentAll;
 pub use self::transaction::GroupMetadata;
 
 /// A topic's name, cheap to clone: a producer sending many records to one topic clones one
@@ -341,32 +343,13 @@ impl Producer {
             }
         };
         let timestamp = record.timestamp.unwrap_or_else(now_ms);
-        let append = |accumulator: &mut Accumulator| {
-            accumulator.append(
-                &record.topic,
-                record.partition,
-                record.key.as_deref(),
-                record.value.as_deref(),
-                &record.headers,
-                timestamp,
-                size,
-            )
-        };
         // One lock for a topic the producer knows; the first record of a topic waits for
         // its metadata outside the lock.
-        let first = append(&mut shared.accumulator());
+        let first = append(&mut shared.accumulator(), &record, size, timestamp);
         let appended = match first {
             Err(AppendError::UnknownTopic) => {
-                let topic = shared
-                    .cluster
-                    .wait_for_topic(&record.topic, deadline)
-                    .await?;
-                let seed = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(1, |d| d.as_nanos() as u64);
-                let mut accumulator = shared.accumulator();
-                accumulator.add_topic(&record.topic, topic.leaders.len() as i32, seed);
-                append(&mut accumulator)
+                self.learn_topic(&record.topic, deadline).await?;
+                append(&mut shared.accumulator(), &record, size, timestamp)
             }
             other => other,
         }
@@ -386,6 +369,20 @@ impl Producer {
             index: appended.index,
             outcome: appended.outcome,
         })
+    }
+
+    /// Waits for `topic`'s metadata (until `deadline`) and tells the accumulator its
+    /// partitions.
+    async fn learn_topic(&self, topic: &Topic, deadline: Instant) -> Result<(), ClientError> {
+        let shared = self.shared();
+        let metadata = shared.cluster.wait_for_topic(topic, deadline).await?;
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+        shared
+            .accumulator()
+            .add_topic(topic, metadata.leaders.len() as i32, seed);
+        Ok(())
     }
 
     /// Sends every batch now, without waiting for `linger.ms`, and waits until every record
@@ -448,6 +445,25 @@ impl Producer {
             .leaders
             .len() as i32)
     }
+}
+
+/// Appends `record` (`size` bytes of buffer memory reserved for it) to its partition's batch,
+/// timestamped `now` if it has no timestamp of its own.
+fn append(
+    accumulator: &mut Accumulator,
+    record: &ProducerRecord,
+    size: usize,
+    now: Timestamp,
+) -> Result<accumulator::Appended, AppendError> {
+    accumulator.append(
+        &record.topic,
+        record.partition,
+        record.key.as_deref(),
+        record.value.as_deref(),
+        &record.headers,
+        record.timestamp.unwrap_or(now),
+        size,
+    )
 }
 
 pub(crate) fn now_ms() -> Timestamp {
