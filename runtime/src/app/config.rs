@@ -99,7 +99,8 @@ pub struct StreamsConfig {
     /// thread's write buffers before they are applied to sled, in one batch per store with
     /// the changelog offset they reach. A key updated many times in the interval reaches
     /// sled once; after a crash, restoration replays the changelog from the last
-    /// checkpoint. Default 1 s.
+    /// checkpoint. While interactive queries come (they read sled), at most a second.
+    /// Default 5 s.
     pub state_checkpoint_interval: Duration,
     /// `state.checkpoint.max.bytes` (eddy's own): the write buffers of a thread's tasks
     /// together are checkpointed early once they hold this much. Default 64 MiB.
@@ -174,7 +175,7 @@ impl StreamsConfig {
             state_dir: std::env::temp_dir().join("kafka-streams"),
             num_standby_replicas: 0,
             statestore_cache_max_bytes: 10 * 1024 * 1024,
-            state_checkpoint_interval: Duration::from_secs(1),
+            state_checkpoint_interval: Duration::from_secs(5),
             state_checkpoint_max_bytes: 64 * 1024 * 1024,
             acceptable_recovery_lag: 10_000,
             max_warmup_replicas: 2,

@@ -3,9 +3,12 @@
 //! committed to sled (under exactly-once, committed transactions only; at-least-once, the
 //! last commit), and where a key lives among the instances — the one running its task and
 //! those keeping standbys — as the group's last assignment says, by `application.server`.
+//! While queries come, the stream threads checkpoint at least every
+//! [`QUERIED_CHECKPOINT_INTERVAL`], so that what they read is at most that old.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use eddy_core::log::partition_for_key;
 use eddy_core::log::Timestamp;
@@ -18,6 +21,13 @@ use eddy_core::streams::{TaskId, Topology};
 
 use super::assignor::protocol::WirePartition;
 use crate::store::SledStores;
+
+/// How often the stream threads checkpoint at least while queries come: how old, at most,
+/// the state a query reads is while records flow.
+pub(crate) const QUERIED_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How long after a query the threads keep checkpointing that often.
+const QUERIES_COME: Duration = Duration::from_secs(60);
 
 /// Why a store cannot be queried.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -58,6 +68,8 @@ pub struct KeyQueryMetadata {
 pub(crate) struct Hosted {
     running: Mutex<BTreeMap<usize, BTreeSet<TaskId>>>,
     hosts: Mutex<HostMap>,
+    /// When a query last read a store here.
+    queried: Mutex<Option<Instant>>,
 }
 
 /// Every instance's partitions, by `application.server`.
@@ -91,6 +103,22 @@ impl Hosted {
 
     fn running(&self) -> BTreeSet<TaskId> {
         lock(&self.running).values().flatten().copied().collect()
+    }
+
+    /// A query read a store here.
+    fn note_query(&self) {
+        *lock(&self.queried) = Some(Instant::now());
+    }
+
+    /// How long committed writes may wait in the write buffers before they reach sled:
+    /// `configured`, or [`QUERIED_CHECKPOINT_INTERVAL`] if shorter while queries come.
+    pub(crate) fn checkpoint_interval(&self, configured: Duration) -> Duration {
+        let queried = *lock(&self.queried);
+        if queried.is_some_and(|at| at.elapsed() < QUERIES_COME) {
+            configured.min(QUERIED_CHECKPOINT_INTERVAL)
+        } else {
+            configured
+        }
     }
 }
 
@@ -151,6 +179,7 @@ impl Queryable {
             });
         }
         let decoder = self.decoder(definition, "key-value")?;
+        self.hosted.note_query();
         let parts = self
             .tasks_with(name)
             .into_iter()
@@ -159,7 +188,11 @@ impl Queryable {
                 LayeredKeyValueStore::new(name, inner, LayerConfig::default())
             })
             .collect();
-        Ok(KeyValueView { parts, decoder })
+        Ok(KeyValueView {
+            parts,
+            decoder,
+            hosted: Arc::clone(&self.hosted),
+        })
     }
 
     /// The window store `name` across the tasks running here.
@@ -175,6 +208,7 @@ impl Queryable {
             });
         };
         let decoder = self.decoder(definition, "window")?;
+        self.hosted.note_query();
         let parts = self
             .tasks_with(name)
             .into_iter()
@@ -183,7 +217,11 @@ impl Queryable {
                 LayeredWindowStore::new(name, retention_ms, inner, LayerConfig::default())
             })
             .collect();
-        Ok(WindowView { parts, decoder })
+        Ok(WindowView {
+            parts,
+            decoder,
+            hosted: Arc::clone(&self.hosted),
+        })
     }
 
     /// Where `key` of store `name` lives, the key serialized with `keys` (as the store's
@@ -241,11 +279,13 @@ impl Queryable {
 pub struct KeyValueView<K, V> {
     parts: Vec<LayeredKeyValueStore>,
     decoder: StoreDecoder<K, V>,
+    hosted: Arc<Hosted>,
 }
 
 impl<K: 'static, V: 'static> KeyValueView<K, V> {
     /// The value of `key`, if a task here holds one.
     pub fn get(&self, key: &K) -> Result<Option<V>, QueryError> {
+        self.hosted.note_query();
         let bytes = self.decoder.key_bytes(key)?;
         for part in &self.parts {
             if let Some(value) = part.get(&bytes) {
@@ -257,6 +297,7 @@ impl<K: 'static, V: 'static> KeyValueView<K, V> {
 
     /// Every entry, task by task, each in key order.
     pub fn all(&self) -> Result<Vec<(K, V)>, QueryError> {
+        self.hosted.note_query();
         let mut out = Vec::new();
         for part in &self.parts {
             for (k, v) in part.all() {
@@ -268,6 +309,7 @@ impl<K: 'static, V: 'static> KeyValueView<K, V> {
 
     /// How many entries.
     pub fn approximate_num_entries(&self) -> usize {
+        self.hosted.note_query();
         self.parts.iter().map(|p| p.len()).sum()
     }
 }
@@ -276,6 +318,7 @@ impl<K: 'static, V: 'static> KeyValueView<K, V> {
 pub struct WindowView<K, V> {
     parts: Vec<LayeredWindowStore>,
     decoder: StoreDecoder<K, V>,
+    hosted: Arc<Hosted>,
 }
 
 impl<K: 'static, V: 'static> WindowView<K, V> {
@@ -287,6 +330,7 @@ impl<K: 'static, V: 'static> WindowView<K, V> {
         from: Timestamp,
         to: Timestamp,
     ) -> Result<Vec<(Timestamp, V)>, QueryError> {
+        self.hosted.note_query();
         let bytes = self.decoder.key_bytes(key)?;
         let mut out = Vec::new();
         for part in &self.parts {
@@ -299,6 +343,7 @@ impl<K: 'static, V: 'static> WindowView<K, V> {
 
     /// Every live window: key, start and value.
     pub fn all(&self) -> Result<Vec<(K, Timestamp, V)>, QueryError> {
+        self.hosted.note_query();
         let mut out = Vec::new();
         for part in &self.parts {
             for (k, start, v) in part.all() {
@@ -306,5 +351,28 @@ impl<K: 'static, V: 'static> WindowView<K, V> {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_shorten_the_checkpoint_interval_to_a_second() {
+        let hosted = Hosted::default();
+        let configured = Duration::from_secs(5);
+        assert_eq!(hosted.checkpoint_interval(configured), configured);
+        hosted.note_query();
+        assert_eq!(
+            hosted.checkpoint_interval(configured),
+            QUERIED_CHECKPOINT_INTERVAL
+        );
+        // A shorter interval of the user's stands.
+        let short = Duration::from_millis(200);
+        assert_eq!(hosted.checkpoint_interval(short), short);
+        // A minute without queries: the configured interval again.
+        *lock(&hosted.queried) = Instant::now().checked_sub(QUERIES_COME);
+        assert_eq!(hosted.checkpoint_interval(configured), configured);
     }
 }

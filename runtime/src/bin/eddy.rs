@@ -274,9 +274,9 @@ struct StreamsBenchArgs {
     #[arg(long, default_value_t = 1)]
     threads: usize,
     /// `state.checkpoint.interval.ms`: how long committed state may wait in memory before
-    /// it is applied to sled.
-    #[arg(long, default_value_t = 1000)]
-    checkpoint_interval_ms: u64,
+    /// it is applied to sled (the library's default when not given).
+    #[arg(long)]
+    checkpoint_interval_ms: Option<u64>,
     /// Runs of each guarantee, alternated.
     #[arg(long, default_value_t = 3)]
     rounds: usize,
@@ -564,9 +564,9 @@ async fn run_streams_bench(args: StreamsBenchArgs) -> std::io::Result<()> {
                 guarantee: guarantees[i],
                 commit_interval: Some(std::time::Duration::from_millis(args.commit_interval_ms)),
                 threads: args.threads,
-                checkpoint_interval: Some(std::time::Duration::from_millis(
-                    args.checkpoint_interval_ms,
-                )),
+                checkpoint_interval: args
+                    .checkpoint_interval_ms
+                    .map(std::time::Duration::from_millis),
                 restore: args.restore,
             };
             let dir = args.state_dir.join(format!("run-{round}-{i}"));

@@ -15,7 +15,7 @@ fn the_defaults_are_kafka_streams_defaults() {
     assert_eq!(config.max_warmup_replicas, 2);
     assert_eq!(config.probing_rebalance_interval, Duration::from_secs(600));
     assert_eq!(config.num_standby_replicas, 0);
-    assert_eq!(config.state_checkpoint_interval, Duration::from_secs(1));
+    assert_eq!(config.state_checkpoint_interval, Duration::from_secs(5));
     assert_eq!(config.state_checkpoint_max_bytes, 64 << 20);
     assert_eq!(config.deserialization_handling, ErrorHandling::Fail);
     assert_eq!(config.production_handling, ErrorHandling::Fail);

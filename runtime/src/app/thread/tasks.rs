@@ -324,17 +324,19 @@ impl TaskManager {
     }
 
     /// Whether this commit applies the write buffers to sled: once
-    /// `state.checkpoint.interval.ms` has passed, or when nothing was processed since the
-    /// last commit (an idle thread has nothing to coalesce, and its state on disk catches
-    /// up), unless a store's last checkpoint is still landing; and without fail, waiting for
-    /// the last, once they hold `state.checkpoint.max.bytes`.
+    /// `state.checkpoint.interval.ms` has passed (a second while interactive queries come,
+    /// as they read sled), or when nothing was processed since the last commit (an idle
+    /// thread has nothing to coalesce, and its state on disk catches up), unless a store's
+    /// last checkpoint is still landing; and without fail, waiting for the last, once they
+    /// hold `state.checkpoint.max.bytes`.
     fn checkpoint_due(&mut self) -> Option<Checkpoint> {
         let held: usize = self.tasks.values_mut().map(|t| t.held_bytes()).sum();
+        let interval = self
+            .hosted
+            .checkpoint_interval(self.config.state_checkpoint_interval);
         if held >= self.config.state_checkpoint_max_bytes {
             Some(Checkpoint::Wait)
-        } else if self.processed_since_commit == 0
-            || self.last_checkpoint.elapsed() >= self.config.state_checkpoint_interval
-        {
+        } else if self.processed_since_commit == 0 || self.last_checkpoint.elapsed() >= interval {
             Some(Checkpoint::IfLanded)
         } else {
             None
