@@ -1,6 +1,6 @@
-//! [`Producer::send_all`]: many records appended under one lock per chunk, with one
-//! reservation of buffer memory, one clock reading and one [`Delivery`] per batch they went
-//! into — what a stream thread sends at each round costs a few instructions a record.
+//! [`Producer::send_all`]: many records appended under one lock and one reservation of
+//! buffer memory per chunk, with one clock reading and one [`Delivery`] per batch they went
+//! into, so that what a stream thread sends at each round costs little beyond encoding.
 
 use std::time::Instant;
 
