@@ -1,6 +1,6 @@
 //! What an application measures: records processed and the time they took, commits and
 //! their latency, each input partition's lag, restoration's progress, records dropped and
-//! rebalances. Each stream thread adds to the instance's [`StreamsMetrics`], which
+//! rebalances. Each stream thread adds to the instance's `StreamsMetrics`, which
 //! [`crate::app::Streams::metrics`] reads as a [`MetricsSnapshot`], and records the same
 //! figures through the `metrics` facade (`eddy_streams_*`, labelled with the application
 //! id), so that an exporter the application installs (Prometheus, say) publishes them.

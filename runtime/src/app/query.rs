@@ -3,8 +3,8 @@
 //! committed to sled (under exactly-once, committed transactions only; at-least-once, the
 //! last commit), and where a key lives among the instances — the one running its task and
 //! those keeping standbys — as the group's last assignment says, by `application.server`.
-//! While queries come, the stream threads checkpoint at least every
-//! [`QUERIED_CHECKPOINT_INTERVAL`], so that what they read is at most that old.
+//! While queries come, the stream threads checkpoint at least every second, so that what
+//! they read is at most that old.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
