@@ -124,7 +124,7 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
     // Kafka Streams' defaults for its consumers (polls of 1,000 records), then the user's
     // client settings (Kafka Streams' prefixes), then what the thread needs.
     let servers = [("bootstrap.servers", bootstrap.as_str())];
-    let main = [("max.poll.records", "1000")]
+    let main = [("max.poll.records", KAFKA_STREAMS_MAX_POLL_RECORDS)]
         .into_iter()
         .chain(config.client_properties_for("main.consumer"));
     let mut consumer_config = ConsumerConfig::from_properties(servers.iter().copied().chain(main))?
@@ -158,9 +158,12 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
     // of caught-up standbys waiting at their ends would hold back a task that came to be
     // restored from the same broker. Its polls hand over 1,000 records (Kafka Streams'
     // default), each poll's landing in its store in one batch.
-    let restore = [("fetch.max.wait.ms", "50"), ("max.poll.records", "1000")]
-        .into_iter()
-        .chain(config.client_properties_for("restore.consumer"));
+    let restore = [
+        ("fetch.max.wait.ms", "50"),
+        ("max.poll.records", KAFKA_STREAMS_MAX_POLL_RECORDS),
+    ]
+    .into_iter()
+    .chain(config.client_properties_for("restore.consumer"));
     let restore_consumer = Consumer::new(
         ConsumerConfig::from_properties(servers.iter().copied().chain(restore))?
             .isolation_level(IsolationLevel::ReadCommitted),
@@ -255,6 +258,9 @@ fn producer_factory(
         timeout,
     ))
 }
+
+/// `max.poll.records` of Kafka Streams' consumers, unless the user's settings say otherwise.
+const KAFKA_STREAMS_MAX_POLL_RECORDS: &str = "1000";
 
 /// How long past its wait a poll may go on once the thread is asked to close.
 const POLL_GRACE_AT_CLOSE: Duration = Duration::from_secs(1);

@@ -88,7 +88,9 @@ impl Producer {
         let now = now_ms();
         let deadline = Instant::now() + shared.config.max_block;
         let mut slots = Vec::new();
-        let mut chunk: Vec<(ProducerRecord, usize)> = Vec::with_capacity(CHUNK);
+        // As large as a chunk gets, or as the records are when fewer.
+        let mut chunk: Vec<(ProducerRecord, usize)> =
+            Vec::with_capacity(records.size_hint().0.clamp(1, CHUNK));
         while records.peek().is_some() {
             chunk.clear();
             let mut reserved = 0;
