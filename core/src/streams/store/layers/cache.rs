@@ -50,6 +50,8 @@ struct FlushedEntry {
     key: (usize, usize),
     new: Option<(usize, usize)>,
     old: Option<(usize, usize)>,
+    /// When the entry was last written: the order a flush forwards in.
+    used: u64,
 }
 
 impl Flushed {
@@ -59,13 +61,19 @@ impl Flushed {
         (start, self.bytes.len())
     }
 
-    fn push(&mut self, key: &[u8], new: Option<&[u8]>, old: Option<&[u8]>) {
+    fn push(&mut self, key: &[u8], new: Option<&[u8]>, old: Option<&[u8]>, used: u64) {
         let entry = FlushedEntry {
             key: self.put(key),
             new: new.map(|v| self.put(v)),
             old: old.map(|v| self.put(v)),
+            used,
         };
         self.entries.push(entry);
+    }
+
+    /// Puts the entries from `start` on in the order they were written.
+    fn order_from(&mut self, start: usize) {
+        self.entries[start..].sort_unstable_by_key(|e| e.used);
     }
 
     /// Whether nothing was sent down.
@@ -98,8 +106,9 @@ enum Forwarding {
     OldValues,
 }
 
-/// Sends one dirty entry down, keeping it for forwarding when asked to. As Kafka's caching
-/// store, a deletion of a key the store below does not hold is not forwarded.
+/// Sends one dirty entry, last written at `used`, down, keeping it for forwarding when
+/// asked to. As Kafka's caching store, a deletion of a key the store below does not hold is
+/// not forwarded.
 fn send_down(
     below: &mut dyn StoreLayer,
     forwarding: Forwarding,
@@ -107,6 +116,7 @@ fn send_down(
     old: &mut Vec<u8>,
     key: &[u8],
     value: Option<&[u8]>,
+    used: u64,
 ) {
     if forwarding != Forwarding::Off {
         old.clear();
@@ -114,7 +124,7 @@ fn send_down(
         let had = wants_old && below.get_into(key, old);
         if value.is_some() || had {
             let kept = (had && forwarding == Forwarding::OldValues).then_some(&old[..]);
-            flushed.push(key, value, kept);
+            flushed.push(key, value, kept, used);
         }
     }
     below.put(key, value);
@@ -127,7 +137,7 @@ pub struct RecordCache {
     /// The cached keys by last write, oldest first.
     by_use: BTreeMap<u64, Box<[u8]>>,
     clock: u64,
-    /// The clock at the last flush: entries used after it are the dirty ones.
+    /// The clock at the last flush: no entry is dirty while it has not moved.
     flushed_at: u64,
     bytes: usize,
     max_bytes: usize,
@@ -175,22 +185,7 @@ impl RecordCache {
         self.clock += 1;
         let used = self.clock;
         match self.entries.get_mut(key) {
-            Some(entry) => {
-                self.bytes -= entry.size(key);
-                let key = self
-                    .by_use
-                    .remove(&entry.used)
-                    .expect("a cached key has a place in the order of use");
-                match (&mut entry.value, value) {
-                    // A value of the same length (a count, a sum) is rewritten in place.
-                    (Some(old), Some(new)) if old.len() == new.len() => old.copy_from_slice(new),
-                    (slot, value) => *slot = value.map(Box::from),
-                }
-                entry.dirty = true;
-                entry.used = used;
-                self.bytes += entry.size(&key);
-                self.by_use.insert(used, key);
-            }
+            Some(entry) => rewrite(entry, value, used, &mut self.by_use, &mut self.bytes),
             None => {
                 let entry = CacheEntry {
                     value: value.map(Box::from),
@@ -221,8 +216,31 @@ impl RecordCache {
                     &mut self.old,
                     &key,
                     entry.value.as_deref(),
+                    entry.used,
                 );
             }
+        }
+    }
+
+    /// Writes what `update` makes of the value of `key`: a key the cache holds is found
+    /// once.
+    fn update_cached(&mut self, key: &[u8], update: &mut UpdateBytes<'_>, new: &mut Vec<u8>) {
+        if let Some(entry) = self.entries.get_mut(key) {
+            let had = entry.value.is_some();
+            let present = update(entry.value.as_deref(), new);
+            if present || had {
+                self.clock += 1;
+                let value = present.then_some(&new[..]);
+                rewrite(entry, value, self.clock, &mut self.by_use, &mut self.bytes);
+                self.evict();
+            }
+            return;
+        }
+        self.scratch.clear();
+        let had = self.below.get_into(key, &mut self.scratch);
+        let present = update(had.then_some(&self.scratch[..]), new);
+        if present || had {
+            self.write(key, present.then_some(&new[..]));
         }
     }
 
@@ -233,6 +251,29 @@ impl RecordCache {
         self.by_use.remove(&entry.used);
         Some(entry)
     }
+}
+
+/// Writes `value` to a cached entry, last used at `used` now.
+fn rewrite(
+    entry: &mut CacheEntry,
+    value: Option<&[u8]>,
+    used: u64,
+    by_use: &mut BTreeMap<u64, Box<[u8]>>,
+    bytes: &mut usize,
+) {
+    let key = by_use
+        .remove(&entry.used)
+        .expect("a cached key has a place in the order of use");
+    *bytes -= entry.size(&key);
+    match (&mut entry.value, value) {
+        // A value of the same length (a count, a sum) is rewritten in place.
+        (Some(old), Some(new)) if old.len() == new.len() => old.copy_from_slice(new),
+        (slot, value) => *slot = value.map(Box::from),
+    }
+    entry.dirty = true;
+    entry.used = used;
+    *bytes += entry.size(&key);
+    by_use.insert(used, key);
 }
 
 impl StoreLayer for RecordCache {
@@ -273,20 +314,7 @@ impl StoreLayer for RecordCache {
     fn update(&mut self, key: &[u8], update: &mut UpdateBytes<'_>) {
         let mut new = std::mem::take(&mut self.built);
         new.clear();
-        let (had, present) = match self.entries.get(key) {
-            Some(entry) => (
-                entry.value.is_some(),
-                update(entry.value.as_deref(), &mut new),
-            ),
-            None => {
-                self.scratch.clear();
-                let had = self.below.get_into(key, &mut self.scratch);
-                (had, update(had.then_some(&self.scratch[..]), &mut new))
-            }
-        };
-        if present || had {
-            self.write(key, present.then_some(&new[..]));
-        }
+        self.update_cached(key, update, &mut new);
         self.built = new;
     }
 
@@ -300,6 +328,7 @@ impl StoreLayer for RecordCache {
                 &mut self.old,
                 key,
                 entry.value.as_deref(),
+                entry.used,
             );
         }
         self.below.put_unlogged(key, value);
@@ -323,19 +352,23 @@ impl StoreLayer for RecordCache {
     }
 
     fn flush(&mut self) {
+        if self.flushed_at == self.clock {
+            return self.below.flush();
+        }
+        self.flushed_at = self.clock;
         let Self {
             below,
             entries,
-            by_use,
             forwarding,
             flushed,
             old,
             ..
         } = self;
-        // The entries written since the last flush, oldest first: the dirty ones.
-        for (_, key) in by_use.range(self.flushed_at + 1..) {
-            let entry = entries.get_mut(key).expect("a key in use is cached");
-            debug_assert!(entry.dirty, "an entry used since the flush is dirty");
+        // The dirty entries go down in key order, found in one pass over the cache rather
+        // than a search each (and so reaching the store below in its own order); what is
+        // forwarded goes in the order of last write, as Kafka's cache flushes.
+        let start = flushed.entries.len();
+        for (key, entry) in entries.iter_mut().filter(|(_, e)| e.dirty) {
             send_down(
                 &mut **below,
                 *forwarding,
@@ -343,10 +376,11 @@ impl StoreLayer for RecordCache {
                 old,
                 key,
                 entry.value.as_deref(),
+                entry.used,
             );
             entry.dirty = false;
         }
-        self.flushed_at = self.clock;
+        flushed.order_from(start);
         below.flush();
     }
 
