@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use eddy::client::{
-    Acks, Admin, ClientError, Consumer, ConsumerConfig, OffsetReset, OffsetSpec, Producer,
-    ProducerConfig, ProducerRecord,
+    Acks, Admin, ClientError, Consumer, ConsumerConfig, OffsetReset, OffsetSpec, Outgoing,
+    Producer, ProducerConfig, ProducerRecord, RecordParts,
 };
 use eddy_core::log::{partition_for_key, TopicPartition};
 use eddy_core::wire::compression::Compression;
@@ -291,10 +291,99 @@ async fn send_all_gives_back_the_records_it_refuses_and_sends_the_rest() {
         ProducerConfig::new(broker.bootstrap()).transactional_id(broker.unique("txn")),
     )
     .unwrap();
-    let none = transactional.send_all(Vec::new()).await.unwrap();
+    let none = transactional
+        .send_all(Vec::<ProducerRecord>::new())
+        .await
+        .unwrap();
     assert!(none.deliveries.is_empty() && none.refused.is_empty());
     let outside = transactional
         .send_all(vec![ProducerRecord::new(&topic, "outside a transaction")])
         .await;
     assert!(outside.is_err());
+}
+
+/// A record kept as ranges of one buffer the test owns, as a stream task keeps its output.
+struct View<'a> {
+    topic: &'a str,
+    buffer: &'a [u8],
+    key: std::ops::Range<usize>,
+    value: Option<std::ops::Range<usize>>,
+}
+
+impl Outgoing for View<'_> {
+    fn parts(&self) -> RecordParts<'_> {
+        RecordParts {
+            topic: self.topic,
+            partition: None,
+            key: Some(&self.buffer[self.key.clone()]),
+            value: self.value.clone().map(|v| &self.buffer[v]),
+            headers: &[],
+            timestamp: Some(1_700_000_000_000),
+        }
+    }
+}
+
+#[tokio::test]
+async fn send_all_sends_records_borrowed_from_the_callers_buffer_and_gives_back_refused_ones() {
+    let broker = TestBroker::start().await;
+    let (admin, topic) = topic(&broker, "borrowed", 2).await;
+    let producer = Producer::new(ProducerConfig::new(broker.bootstrap())).unwrap();
+    // Keys and values side by side in one buffer; a tombstone; one value too large.
+    let mut buffer = Vec::new();
+    let mut views = Vec::new();
+    for i in 0..1_000u32 {
+        let key = buffer.len()..buffer.len() + 4;
+        buffer.extend_from_slice(&i.to_be_bytes());
+        let value = match i {
+            7 => None,
+            500 => {
+                let start = buffer.len();
+                buffer.resize(start + (2 << 20), b'x');
+                Some(start..buffer.len())
+            }
+            _ => {
+                let start = buffer.len();
+                buffer.extend_from_slice(format!("value {i}").as_bytes());
+                Some(start..buffer.len())
+            }
+        };
+        views.push((key, value));
+    }
+    let records = views.iter().map(|(key, value)| View {
+        topic: &topic,
+        buffer: &buffer,
+        key: key.clone(),
+        value: value.clone(),
+    });
+    let sent = producer.send_all(records).await.unwrap();
+    assert_eq!(sent.refused.len(), 1);
+    let (refused, error) = &sent.refused[0];
+    assert_eq!(refused.parts().key, Some(&500u32.to_be_bytes()[..]));
+    assert!(matches!(error, ClientError::Config(_)), "{error}");
+    for delivery in sent.deliveries {
+        delivery.await.unwrap();
+    }
+    assert_eq!(ends(&admin, &topic, 2).await.iter().sum::<i64>(), 999);
+    let mut consumer = Consumer::new(
+        ConsumerConfig::new(broker.bootstrap()).auto_offset_reset(OffsetReset::Earliest),
+    )
+    .unwrap();
+    let partitions: Vec<_> = (0..2).map(|p| TopicPartition::new(&topic, p)).collect();
+    consumer.assign(&partitions).unwrap();
+    let mut read = BTreeMap::new();
+    for _ in 0..100 {
+        if read.len() == 999 {
+            break;
+        }
+        for record in consumer.poll(Duration::from_millis(200)).await.unwrap() {
+            let key = u32::from_be_bytes(record.key.as_deref().unwrap().try_into().unwrap());
+            assert_eq!(record.partition, partition_for_key(&key.to_be_bytes(), 2));
+            assert_eq!(record.timestamp, 1_700_000_000_000);
+            read.insert(key, record.value);
+        }
+    }
+    assert_eq!(read.len(), 999);
+    assert_eq!(read[&7], None, "the tombstone");
+    assert_eq!(read[&8].as_deref(), Some(&b"value 8"[..]));
+    assert!(!read.contains_key(&500));
 }

@@ -29,7 +29,8 @@ pub use consumer::{
     RangeAssignor, RebalanceListener, RebalanceProtocol, RoundRobinAssignor,
 };
 pub use producer::{
-    Delivery, GroupMetadata, Producer, ProducerRecord, RecordMetadata, SentAll, Topic,
+    Delivery, GroupMetadata, Outgoing, Producer, ProducerRecord, RecordMetadata, RecordParts,
+    SentAll, Topic,
 };
 
 /// What can go wrong talking to a broker. Cheap to clone: a failed batch of a producer hands

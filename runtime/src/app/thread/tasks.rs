@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use eddy_core::log::{Record, TopicPartition};
-use eddy_core::streams::internals::StreamTask;
+use eddy_core::streams::internals::{SinkRecord, StreamTask};
 use eddy_core::streams::store::Checkpoint;
 use eddy_core::streams::{TaskId, Topology};
 
@@ -21,7 +21,8 @@ use crate::app::query::Hosted;
 use crate::app::restore::StateUpdater;
 use crate::app::StreamsConfig;
 use crate::client::{
-    ClientError, Consumer, ConsumerRecord, Delivery, Producer, ProducerRecord, Topic,
+    ClientError, Consumer, ConsumerRecord, Delivery, Outgoing, Producer, ProducerRecord,
+    RecordParts, SentAll, Topic,
 };
 use crate::store::SledStores;
 
@@ -215,25 +216,23 @@ impl TaskManager {
         }
         for task in self.tasks.values_mut() {
             let (id, partition) = (task.id(), task.id().partition);
-            // One copy of each buffer for all its records; each record a slice of it.
-            let outputs = task
-                .output()
-                .to_records()
+            // Read from the task's buffers: each key and value is copied once, into its batch.
+            // (Collected first: an iterator's closure held across the send would tie the
+            // thread's future to one lifetime.)
+            let outputs: Vec<Output<'_>> = task.output().iter().map(Output).collect();
+            let SentAll {
+                deliveries,
+                refused,
+            } = self.producer.send_all(outputs).await?;
+            // Refused before they were sent (too large, say): the handler decides.
+            let refused: Vec<(ProducerRecord, ClientError)> = refused
                 .into_iter()
-                .map(|r| ProducerRecord {
-                    topic: r.topic.into(),
-                    partition: r.partition,
-                    key: r.key,
-                    value: r.value,
-                    headers: r.headers,
-                    timestamp: Some(r.timestamp),
-                });
-            let sent = self.producer.send_all(outputs).await?;
+                .map(|(r, e)| (r.to_producer_record(), e))
+                .collect();
             task.clear_output();
             self.deliveries
-                .extend(sent.deliveries.into_iter().map(|d| (None, d)));
-            // Refused before they were sent (too large, say): the handler decides.
-            for (record, e) in sent.refused {
+                .extend(deliveries.into_iter().map(|d| (None, d)));
+            for (record, e) in refused {
                 match self.errors.on_send_error(id, &e, Some(record)) {
                     Decision::Fail(_) => return Err(e.into()),
                     Decision::Skip(Some(letter)) => self
@@ -244,15 +243,15 @@ impl TaskManager {
             }
             for (topic, batch) in task.changelog() {
                 let tp = TopicPartition::new(topic, partition);
-                let name = Topic::from(topic);
-                let changes = batch.to_records().into_iter().map(|change| ProducerRecord {
-                    topic: name.clone(),
-                    partition: Some(partition),
-                    key: Some(change.key),
-                    value: change.value,
-                    headers: Vec::new(),
-                    timestamp: None,
-                });
+                let changes: Vec<Change<'_>> = batch
+                    .iter()
+                    .map(|(key, value)| Change {
+                        topic,
+                        partition,
+                        key,
+                        value,
+                    })
+                    .collect();
                 let sent = self.producer.send_all(changes).await?;
                 if let Some((_, e)) = sent.refused.into_iter().next() {
                     // A change the changelog cannot take is state that could not be restored.
@@ -432,5 +431,58 @@ impl TaskManager {
             }
         }
         Ok(())
+    }
+}
+
+/// A record a task's sink wrote, read from the task's output buffer.
+struct Output<'a>(SinkRecord<'a>);
+
+impl Outgoing for Output<'_> {
+    fn parts(&self) -> RecordParts<'_> {
+        let r = &self.0;
+        RecordParts {
+            topic: r.topic,
+            partition: r.partition,
+            key: r.key,
+            value: r.value,
+            headers: r.headers,
+            timestamp: Some(r.timestamp),
+        }
+    }
+}
+
+impl Output<'_> {
+    /// The record as one that owns its bytes: for the production handler.
+    fn to_producer_record(&self) -> ProducerRecord {
+        let r = &self.0;
+        ProducerRecord {
+            topic: Topic::from(r.topic),
+            partition: r.partition,
+            key: r.key.map(bytes::Bytes::copy_from_slice),
+            value: r.value.map(bytes::Bytes::copy_from_slice),
+            headers: r.headers.to_vec(),
+            timestamp: Some(r.timestamp),
+        }
+    }
+}
+
+/// A store write for a changelog partition, read from the store's changelog buffer.
+struct Change<'a> {
+    topic: &'a str,
+    partition: i32,
+    key: &'a [u8],
+    value: Option<&'a [u8]>,
+}
+
+impl Outgoing for Change<'_> {
+    fn parts(&self) -> RecordParts<'_> {
+        RecordParts {
+            topic: self.topic,
+            partition: Some(self.partition),
+            key: Some(self.key),
+            value: self.value,
+            headers: &[],
+            timestamp: None,
+        }
     }
 }

@@ -144,15 +144,60 @@ impl ProducerRecord {
     }
 
     fn size(&self) -> usize {
+        self.parts().size()
+    }
+}
+
+/// A record's parts as a batch reads them, borrowed.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordParts<'a> {
+    /// The topic.
+    pub topic: &'a str,
+    /// The partition; `None` lets the partitioner choose.
+    pub partition: Option<i32>,
+    /// The key.
+    pub key: Option<&'a [u8]>,
+    /// The value; `None` is a tombstone.
+    pub value: Option<&'a [u8]>,
+    /// Headers, in order.
+    pub headers: &'a [Header],
+    /// The timestamp; `None` takes the time of sending.
+    pub timestamp: Option<Timestamp>,
+}
+
+impl RecordParts<'_> {
+    /// Roughly what the record takes of `buffer.memory` and of a request.
+    pub(crate) fn size(&self) -> usize {
         const RECORD_OVERHEAD: usize = 24;
         RECORD_OVERHEAD
-            + self.key.as_ref().map_or(0, Bytes::len)
-            + self.value.as_ref().map_or(0, Bytes::len)
+            + self.key.map_or(0, <[u8]>::len)
+            + self.value.map_or(0, <[u8]>::len)
             + self
                 .headers
                 .iter()
                 .map(|h| h.key.len() + h.value.as_ref().map_or(0, Bytes::len) + 4)
                 .sum::<usize>()
+    }
+}
+
+/// A record [`Producer::send_all`] can send: a [`ProducerRecord`], or a view of a record in
+/// a buffer the caller keeps (a stream task's output), which costs no copy or reference
+/// count of its own: its bytes are copied once, into the batch.
+pub trait Outgoing {
+    /// The record's parts.
+    fn parts(&self) -> RecordParts<'_>;
+}
+
+impl Outgoing for ProducerRecord {
+    fn parts(&self) -> RecordParts<'_> {
+        RecordParts {
+            topic: &self.topic,
+            partition: self.partition,
+            key: self.key.as_deref(),
+            value: self.value.as_deref(),
+            headers: &self.headers,
+            timestamp: self.timestamp,
+        }
     }
 }
 
@@ -345,11 +390,12 @@ impl Producer {
         let timestamp = record.timestamp.unwrap_or_else(now_ms);
         // One lock for a topic the producer knows; the first record of a topic waits for
         // its metadata outside the lock.
-        let first = append(&mut shared.accumulator(), &record, size, timestamp);
+        let parts = record.parts();
+        let first = append(&mut shared.accumulator(), &parts, size, timestamp);
         let appended = match first {
             Err(AppendError::UnknownTopic) => {
                 self.learn_topic(&record.topic, deadline).await?;
-                append(&mut shared.accumulator(), &record, size, timestamp)
+                append(&mut shared.accumulator(), &parts, size, timestamp)
             }
             other => other,
         }
@@ -451,16 +497,16 @@ impl Producer {
 /// timestamped `now` if it has no timestamp of its own.
 fn append(
     accumulator: &mut Accumulator,
-    record: &ProducerRecord,
+    record: &RecordParts<'_>,
     size: usize,
     now: Timestamp,
 ) -> Result<accumulator::Appended, AppendError> {
     accumulator.append(
-        &record.topic,
+        record.topic,
         record.partition,
-        record.key.as_deref(),
-        record.value.as_deref(),
-        &record.headers,
+        record.key,
+        record.value,
+        record.headers,
         record.timestamp.unwrap_or(now),
         size,
     )

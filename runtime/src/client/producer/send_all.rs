@@ -7,14 +7,14 @@ use std::time::Instant;
 use eddy_core::log::Timestamp;
 
 use super::accumulator::{AppendError, Appended};
-use super::{append, now_ms, ClientError, Delivery, Producer, ProducerRecord, Topic};
+use super::{append, now_ms, ClientError, Delivery, Outgoing, Producer, ProducerRecord, Topic};
 
 /// Records appended under one lock and one reservation of buffer memory.
 const CHUNK: usize = 1024;
 
 /// What [`Producer::send_all`] did with its records.
-#[derive(Debug, Default)]
-pub struct SentAll {
+#[derive(Debug)]
+pub struct SentAll<R = ProducerRecord> {
     /// One delivery per batch the records went into, in the order the batches were first
     /// used: each resolves once its batch is answered, to the metadata of the last of these
     /// records in it (so the greatest offset they reached in each partition is that of the
@@ -22,7 +22,16 @@ pub struct SentAll {
     pub deliveries: Vec<Delivery>,
     /// Records refused before they were sent (each larger than `max.request.size`), with
     /// why; the others were sent.
-    pub refused: Vec<(ProducerRecord, ClientError)>,
+    pub refused: Vec<(R, ClientError)>,
+}
+
+impl<R> Default for SentAll<R> {
+    fn default() -> Self {
+        Self {
+            deliveries: Vec::new(),
+            refused: Vec::new(),
+        }
+    }
 }
 
 /// The delivery a partition's records go to now, by topic and partition.
@@ -32,12 +41,12 @@ struct Slot {
     delivery: usize,
 }
 
-impl SentAll {
+impl<R> SentAll<R> {
     /// Notes where a record went: the delivery of its batch now ends with it.
-    fn note(&mut self, slots: &mut Vec<Slot>, topic: &Topic, appended: Appended) {
+    fn note(&mut self, slots: &mut Vec<Slot>, topic: &str, appended: Appended) {
         let slot = slots
             .iter_mut()
-            .find(|s| s.partition == appended.partition && *s.topic == **topic);
+            .find(|s| s.partition == appended.partition && *s.topic == *topic);
         if let Some(slot) = slot {
             let delivery = &mut self.deliveries[slot.delivery];
             if delivery.outcome.ptr_eq(&appended.outcome) {
@@ -47,7 +56,7 @@ impl SentAll {
             slot.delivery = self.deliveries.len();
         } else {
             slots.push(Slot {
-                topic: topic.clone(),
+                topic: Topic::from(topic),
                 partition: appended.partition,
                 delivery: self.deliveries.len(),
             });
@@ -69,10 +78,13 @@ impl Producer {
     /// all (closed, no transaction begun on a transactional producer, a transaction in a
     /// failed state, an unknown partition) is returned, and records before it may have been
     /// sent. No records, no checks: nothing is sent.
-    pub async fn send_all(
+    ///
+    /// The records may be [`ProducerRecord`]s or views of records the caller keeps in its
+    /// own buffers (see [`Outgoing`]).
+    pub async fn send_all<R: Outgoing>(
         &self,
-        records: impl IntoIterator<Item = ProducerRecord>,
-    ) -> Result<SentAll, ClientError> {
+        records: impl IntoIterator<Item = R>,
+    ) -> Result<SentAll<R>, ClientError> {
         let mut sent = SentAll::default();
         let mut records = records.into_iter().peekable();
         if records.peek().is_none() {
@@ -89,15 +101,14 @@ impl Producer {
         let deadline = Instant::now() + shared.config.max_block;
         let mut slots = Vec::new();
         // As large as a chunk gets, or as the records are when fewer.
-        let mut chunk: Vec<(ProducerRecord, usize)> =
-            Vec::with_capacity(records.size_hint().0.clamp(1, CHUNK));
+        let mut chunk: Vec<(R, usize)> = Vec::with_capacity(records.size_hint().0.clamp(1, CHUNK));
         while records.peek().is_some() {
             chunk.clear();
             let mut reserved = 0;
             // A chunk of many records takes at most half the buffer's memory, so that it
             // can always be had; a chunk of one takes what the record needs.
             let budget = shared.config.buffer_memory / 2;
-            while let Some(size) = records.peek().map(ProducerRecord::size) {
+            while let Some(size) = records.peek().map(|r| r.parts().size()) {
                 if !chunk.is_empty() && reserved + size > budget {
                     break;
                 }
@@ -128,13 +139,13 @@ impl Producer {
     }
 
     /// Reserves `reserved` bytes of buffer memory and appends the chunk's records.
-    async fn append_chunk(
+    async fn append_chunk<R: Outgoing>(
         &self,
-        chunk: &mut Vec<(ProducerRecord, usize)>,
+        chunk: &mut Vec<(R, usize)>,
         reserved: usize,
         now: Timestamp,
         deadline: Instant,
-        sent: &mut SentAll,
+        sent: &mut SentAll<R>,
         slots: &mut Vec<Slot>,
     ) -> Result<(), ClientError> {
         let shared = self.shared();
@@ -150,7 +161,7 @@ impl Producer {
         permits.forget();
         let mut appended_bytes = 0;
         let mut wake = false;
-        let mut noted = |sent: &mut SentAll, topic: &Topic, appended: Appended, size: usize| {
+        let mut noted = |sent: &mut SentAll<R>, topic: &str, appended: Appended, size: usize| {
             appended_bytes += size;
             wake |= appended.wake_sender;
             sent.note(slots, topic, appended);
@@ -162,8 +173,9 @@ impl Producer {
                 let mut accumulator = shared.accumulator();
                 let mut unknown = None;
                 for (record, size) in pending.by_ref() {
-                    match append(&mut accumulator, &record, size, now) {
-                        Ok(appended) => noted(sent, &record.topic, appended, size),
+                    let parts = record.parts();
+                    match append(&mut accumulator, &parts, size, now) {
+                        Ok(appended) => noted(sent, parts.topic, appended, size),
                         Err(AppendError::UnknownTopic) => {
                             unknown = Some((record, size));
                             break;
@@ -177,15 +189,16 @@ impl Producer {
                 break Ok(());
             };
             // The first record of a topic waits for its metadata outside the lock.
-            if let Err(e) = self.learn_topic(&record.topic, deadline).await {
+            let parts = record.parts();
+            if let Err(e) = self.learn_topic(&Topic::from(parts.topic), deadline).await {
                 break Err(e);
             }
-            match append(&mut shared.accumulator(), &record, size, now) {
-                Ok(appended) => noted(sent, &record.topic, appended, size),
+            match append(&mut shared.accumulator(), &parts, size, now) {
+                Ok(appended) => noted(sent, parts.topic, appended, size),
                 Err(AppendError::UnknownTopic) => {
                     break Err(ClientError::State(format!(
                         "topic {} has no metadata",
-                        record.topic
+                        parts.topic
                     )))
                 }
                 Err(AppendError::Refused(e)) => break Err(e),
