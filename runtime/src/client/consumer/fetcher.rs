@@ -1,7 +1,9 @@
 //! The fetcher: positions of assigned partitions, fetch requests to each partition's leader
 //! (one in flight per broker, prefetching while earlier records are being handed out), the
 //! decoding of fetched batches into records, and — for `read_committed` — the removal of
-//! aborted transactions' records and of control batches. Buffered data is bounded: a
+//! aborted transactions' records and of control batches. Each fetch runs as a task of its
+//! own that also decodes its answer, so that decoding happens beside the caller's work, on
+//! another core when there is one, rather than inside `poll`. Buffered data is bounded: a
 //! partition is not fetched again while two answers of it are waiting.
 
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque};
@@ -64,11 +66,41 @@ struct Buffered {
     next: i64,
 }
 
+/// A fetch's answer: the broker it went to, the partitions asked for (offset and epoch
+/// then), and the response with the records of each partition decoded.
 type Answer = (
     i32,
     Vec<(TopicPartition, i64, u64)>,
-    Result<FetchResponse, ClientError>,
+    Result<(FetchResponse, Vec<Decoded>), ClientError>,
 );
+
+/// A partition's records decoded from a fetch's answer (the answer's bytes taken out of the
+/// response): the records at or after the offset asked for, and the offset to fetch next.
+type Decoded = (
+    TopicPartition,
+    Result<(VecDeque<ConsumerRecord>, i64), ClientError>,
+);
+
+/// A spawned task that is aborted when it is dropped: a fetch the consumer gave up (closed,
+/// or its partitions revoked) does not run on for nothing.
+struct Spawned<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Future for Spawned<T> {
+    type Output = Result<T, tokio::task::JoinError>;
+
+    fn poll(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+impl<T> Drop for Spawned<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 /// Positions, fetches in flight and records waiting to be handed out.
 pub(crate) struct Fetcher {
@@ -358,11 +390,33 @@ impl Fetcher {
             }
             self.nodes_fetching.insert(node);
             let cluster = Arc::clone(&self.cluster);
+            let read_committed = self.config.isolation_level == IsolationLevel::ReadCommitted;
+            let asked: Vec<(Arc<str>, TopicPartition, i64)> = requested
+                .iter()
+                .map(|(tp, offset, _)| (self.topic_name(&tp.topic), tp.clone(), *offset))
+                .collect();
+            let fetch = Spawned(tokio::spawn(async move {
+                let mut response = cluster.send(&broker, &request).await?;
+                let decoded = decode_response(&mut response, &asked, read_committed);
+                Ok((response, decoded))
+            }));
             self.in_flight_mut().push(Box::pin(async move {
-                let answer = cluster.send(&broker, &request).await;
+                let answer = fetch.await.unwrap_or_else(|stopped| {
+                    Err(ClientError::State(format!("a fetch stopped: {stopped}")))
+                });
                 (node, requested, answer)
             }));
         }
+    }
+
+    /// The shared name of `topic`, which every record of it carries.
+    fn topic_name(&mut self, topic: &str) -> Arc<str> {
+        if let Some(name) = self.topics.get(topic) {
+            return Arc::clone(name);
+        }
+        let name: Arc<str> = Arc::from(topic);
+        self.topics.insert(topic.to_string(), Arc::clone(&name));
+        name
     }
 
     fn fetch_request(&self, requested: &[(TopicPartition, i64, u64)]) -> FetchRequest {
@@ -433,7 +487,7 @@ impl Fetcher {
                 s.fetching = false;
             }
         }
-        let response = match answer {
+        let (response, mut decoded) = match answer {
             Ok(r) => r,
             Err(e) => {
                 tracing::debug!("fetch from broker {node} failed: {e}");
@@ -483,25 +537,10 @@ impl Fetcher {
                 if end >= 0 {
                     state.end = Some(end);
                 }
-                let Some(bytes) = p.records else { continue };
-                let aborted = if read_committed {
-                    p.aborted_transactions.unwrap_or_default()
-                } else {
-                    Vec::new()
+                let Some(at) = decoded.iter().position(|(t, _)| *t == tp) else {
+                    continue;
                 };
-                let topic_name = Arc::clone(
-                    self.topics
-                        .entry(tp.topic.clone())
-                        .or_insert_with(|| Arc::from(tp.topic.as_str())),
-                );
-                let (records, next) = decode(
-                    &bytes,
-                    &topic_name,
-                    tp.partition,
-                    offset,
-                    read_committed,
-                    aborted.iter().map(|a| (a.producer_id.0, a.first_offset)),
-                )?;
+                let (records, next) = decoded.swap_remove(at).1?;
                 let state = self.partitions.get_mut(&tp).expect("found above");
                 state.fetch_offset = next;
                 if !records.is_empty() || next > offset {
@@ -517,6 +556,46 @@ impl Fetcher {
         }
         Ok(())
     }
+}
+
+/// Decodes the records of each partition asked for (topic name, partition, offset) that
+/// the broker answered without an error, taking its bytes out of the response.
+fn decode_response(
+    response: &mut FetchResponse,
+    asked: &[(Arc<str>, TopicPartition, i64)],
+    read_committed: bool,
+) -> Vec<Decoded> {
+    let mut decoded = Vec::new();
+    for topic in &mut response.responses {
+        for p in &mut topic.partitions {
+            let asked = asked.iter().find(|(name, tp, _)| {
+                tp.partition == p.partition_index && **name == *topic.topic.0.as_str()
+            });
+            let Some((name, tp, offset)) = asked else {
+                continue;
+            };
+            if p.error_code != 0 {
+                continue;
+            }
+            let Some(bytes) = p.records.take() else {
+                continue;
+            };
+            let aborted = match read_committed {
+                true => p.aborted_transactions.take().unwrap_or_default(),
+                false => Vec::new(),
+            };
+            let records = decode(
+                &bytes,
+                name,
+                tp.partition,
+                *offset,
+                read_committed,
+                aborted.iter().map(|a| (a.producer_id.0, a.first_offset)),
+            );
+            decoded.push((tp.clone(), records));
+        }
+    }
+    decoded
 }
 
 /// The records of fetched batches at or after `offset`, and the offset to fetch next.
