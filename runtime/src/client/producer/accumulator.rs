@@ -176,10 +176,13 @@ pub(crate) struct TopicQueues {
     pub(crate) sticky: StickyPartitioner,
 }
 
-/// A record's place once appended: the future of its batch and its position in it.
+/// A record's place once appended: its batch (with the batch's future when the caller asked
+/// for it) and its position in it.
 pub(crate) struct Appended {
     pub(crate) partition: i32,
-    pub(crate) outcome: OutcomeFuture,
+    /// The batch's id.
+    pub(crate) batch: u64,
+    pub(crate) outcome: Option<OutcomeFuture>,
     pub(crate) index: i32,
     /// The append closed a batch or opened one: the sender has something new to look at.
     pub(crate) wake_sender: bool,
@@ -197,7 +200,9 @@ pub(crate) enum AppendError {
 /// Every partition's batches, and what flushes wait for.
 #[derive(Debug)]
 pub(crate) struct Accumulator {
-    pub(crate) topics: HashMap<String, TopicQueues>,
+    /// By topic name, found for every record appended: hashed with FxHash, not SipHash (the
+    /// names are the application's own, not an attacker's).
+    pub(crate) topics: HashMap<String, TopicQueues, fxhash::FxBuildHasher>,
     next_batch_id: u64,
     /// Ids of batches not answered yet.
     pub(crate) incomplete: BTreeSet<u64>,
@@ -214,7 +219,7 @@ pub(crate) struct Accumulator {
 impl Accumulator {
     pub(crate) fn new(compression: Compression, batch_size: usize, transactional: bool) -> Self {
         Self {
-            topics: HashMap::new(),
+            topics: HashMap::default(),
             next_batch_id: 0,
             incomplete: BTreeSet::new(),
             flushing: 0,
@@ -264,6 +269,8 @@ impl Accumulator {
 
     /// Appends a record to its partition's open batch, opening one if needed; a batch that
     /// cannot take the record is closed first. The topic must have been added.
+    /// `wants_outcome(partition, batch)` says whether the caller needs the batch's future (a
+    /// caller that already holds it for earlier records spares a clone).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn append(
         &mut self,
@@ -274,6 +281,7 @@ impl Accumulator {
         headers: &[Header],
         timestamp: Timestamp,
         reserved: usize,
+        wants_outcome: impl FnOnce(i32, u64) -> bool,
     ) -> Result<Appended, AppendError> {
         let queues = self
             .topics
@@ -334,7 +342,8 @@ impl Accumulator {
         let index = open.builder.len() as i32;
         open.builder.append_parts(key, value, headers, timestamp);
         open.reserved += reserved;
-        let outcome = open.outcome.clone();
+        let batch = open.id;
+        let outcome = wants_outcome(chosen, batch).then(|| open.outcome.clone());
         if open.builder.uncompressed_size() >= self.batch_size {
             let full = queue.open.take().expect("just used");
             queue.ready.push_back(full.close(&queues.name, chosen));
@@ -345,6 +354,7 @@ impl Accumulator {
         }
         Ok(Appended {
             partition: chosen,
+            batch,
             outcome,
             index,
             wake_sender,

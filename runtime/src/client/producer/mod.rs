@@ -391,11 +391,12 @@ impl Producer {
         // One lock for a topic the producer knows; the first record of a topic waits for
         // its metadata outside the lock.
         let parts = record.parts();
-        let first = append(&mut shared.accumulator(), &parts, size, timestamp);
+        let always = |_, _| true;
+        let first = append(&mut shared.accumulator(), &parts, size, timestamp, always);
         let appended = match first {
             Err(AppendError::UnknownTopic) => {
                 self.learn_topic(&record.topic, deadline).await?;
-                append(&mut shared.accumulator(), &parts, size, timestamp)
+                append(&mut shared.accumulator(), &parts, size, timestamp, always)
             }
             other => other,
         }
@@ -410,10 +411,13 @@ impl Producer {
         if appended.wake_sender {
             shared.wake.notify_one();
         }
+        let outcome = appended
+            .outcome
+            .ok_or_else(|| ClientError::State("a batch's future was not handed out".into()))?;
         Ok(Delivery {
             partition: appended.partition,
             index: appended.index,
-            outcome: appended.outcome,
+            outcome,
         })
     }
 
@@ -500,6 +504,7 @@ fn append(
     record: &RecordParts<'_>,
     size: usize,
     now: Timestamp,
+    wants_outcome: impl FnOnce(i32, u64) -> bool,
 ) -> Result<accumulator::Appended, AppendError> {
     accumulator.append(
         record.topic,
@@ -509,6 +514,7 @@ fn append(
         record.headers,
         record.timestamp.unwrap_or(now),
         size,
+        wants_outcome,
     )
 }
 

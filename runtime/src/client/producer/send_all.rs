@@ -34,37 +34,52 @@ impl<R> Default for SentAll<R> {
     }
 }
 
-/// The delivery a partition's records go to now, by topic and partition.
+/// The delivery a partition's records go to now, by topic and partition, and its batch.
 struct Slot {
     topic: Topic,
     partition: i32,
+    batch: u64,
     delivery: usize,
 }
 
+/// Whether a record of `topic` appended to `batch` of `partition` starts a delivery: whether
+/// the batch's future is needed.
+fn starts_delivery(slots: &[Slot], topic: &str, partition: i32, batch: u64) -> bool {
+    !slots
+        .iter()
+        .any(|s| s.partition == partition && s.batch == batch && *s.topic == *topic)
+}
+
 impl<R> SentAll<R> {
-    /// Notes where a record went: the delivery of its batch now ends with it.
+    /// Notes where a record went: the delivery of its batch now ends with it. The batch's
+    /// future comes with the first record of the batch (see [`starts_delivery`]).
     fn note(&mut self, slots: &mut Vec<Slot>, topic: &str, appended: Appended) {
         let slot = slots
             .iter_mut()
             .find(|s| s.partition == appended.partition && *s.topic == *topic);
-        if let Some(slot) = slot {
-            let delivery = &mut self.deliveries[slot.delivery];
-            if delivery.outcome.ptr_eq(&appended.outcome) {
-                delivery.index = appended.index;
-                return;
+        let Some(outcome) = appended.outcome else {
+            if let Some(slot) = slot {
+                self.deliveries[slot.delivery].index = appended.index;
             }
-            slot.delivery = self.deliveries.len();
-        } else {
-            slots.push(Slot {
+            return;
+        };
+        let delivery = self.deliveries.len();
+        match slot {
+            Some(slot) => {
+                slot.batch = appended.batch;
+                slot.delivery = delivery;
+            }
+            None => slots.push(Slot {
                 topic: Topic::from(topic),
                 partition: appended.partition,
-                delivery: self.deliveries.len(),
-            });
+                batch: appended.batch,
+                delivery,
+            }),
         }
         self.deliveries.push(Delivery {
             partition: appended.partition,
             index: appended.index,
-            outcome: appended.outcome,
+            outcome,
         });
     }
 }
@@ -161,7 +176,11 @@ impl Producer {
         permits.forget();
         let mut appended_bytes = 0;
         let mut wake = false;
-        let mut noted = |sent: &mut SentAll<R>, topic: &str, appended: Appended, size: usize| {
+        let mut noted = |sent: &mut SentAll<R>,
+                         slots: &mut Vec<Slot>,
+                         topic: &str,
+                         appended: Appended,
+                         size: usize| {
             appended_bytes += size;
             wake |= appended.wake_sender;
             sent.note(slots, topic, appended);
@@ -174,8 +193,9 @@ impl Producer {
                 let mut unknown = None;
                 for (record, size) in pending.by_ref() {
                     let parts = record.parts();
-                    match append(&mut accumulator, &parts, size, now) {
-                        Ok(appended) => noted(sent, parts.topic, appended, size),
+                    let wanted = |p, batch| starts_delivery(slots, parts.topic, p, batch);
+                    match append(&mut accumulator, &parts, size, now, wanted) {
+                        Ok(appended) => noted(sent, slots, parts.topic, appended, size),
                         Err(AppendError::UnknownTopic) => {
                             unknown = Some((record, size));
                             break;
@@ -193,8 +213,9 @@ impl Producer {
             if let Err(e) = self.learn_topic(&Topic::from(parts.topic), deadline).await {
                 break Err(e);
             }
-            match append(&mut shared.accumulator(), &parts, size, now) {
-                Ok(appended) => noted(sent, parts.topic, appended, size),
+            let wanted = |p, batch| starts_delivery(slots, parts.topic, p, batch);
+            match append(&mut shared.accumulator(), &parts, size, now, wanted) {
+                Ok(appended) => noted(sent, slots, parts.topic, appended, size),
                 Err(AppendError::UnknownTopic) => {
                     break Err(ClientError::State(format!(
                         "topic {} has no metadata",
