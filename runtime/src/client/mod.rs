@@ -24,6 +24,7 @@ pub use config::{
     compression, Acks, ClientConfig, ConsumerConfig, IsolationLevel, OffsetReset, ProducerConfig,
 };
 pub use connection::{Connection, EncodedRequest};
+pub(crate) use consumer::PartitionRun;
 pub use consumer::{
     Assignment, Assignor, Consumer, ConsumerRecord, CooperativeStickyAssignor, MemberSubscription,
     RangeAssignor, RebalanceListener, RebalanceProtocol, RoundRobinAssignor,

@@ -287,7 +287,7 @@ async fn poll_loop(
         // restored the poll does not wait: the restore consumer's poll does.
         let wait = if restoring { Duration::ZERO } else { poll_wait };
         let records = {
-            let poll = consumer.poll(wait);
+            let poll = consumer.poll_runs(wait);
             tokio::pin!(poll);
             let mut stop = shutdown.clone();
             let held_up = async {

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use eddy_core::log::{Record, TopicPartition};
+use eddy_core::log::TopicPartition;
 use eddy_core::streams::internals::{SinkRecord, StreamTask};
 use eddy_core::streams::store::Checkpoint;
 use eddy_core::streams::{TaskId, Topology};
@@ -21,8 +21,8 @@ use crate::app::query::Hosted;
 use crate::app::restore::StateUpdater;
 use crate::app::StreamsConfig;
 use crate::client::{
-    ClientError, Consumer, ConsumerRecord, Delivery, Outgoing, Producer, ProducerRecord,
-    RecordParts, SentAll, Topic,
+    ClientError, Consumer, Delivery, Outgoing, PartitionRun, Producer, ProducerRecord, RecordParts,
+    SentAll, Topic,
 };
 use crate::store::SledStores;
 
@@ -88,22 +88,15 @@ impl TaskManager {
         self.last_commit.elapsed() >= self.config.commit_interval()
     }
 
-    /// Queues polled records on their tasks. A poll hands records over partition by
-    /// partition, so each run of one partition's records finds its task once.
-    pub(super) fn route(&mut self, records: Vec<ConsumerRecord>) -> Result<(), ThreadError> {
-        let mut records = records.into_iter().peekable();
-        while let Some(first) = records.peek() {
-            let (topic, partition) = (first.topic.clone(), first.partition);
-            let mut run = Vec::new();
-            while let Some(r) = records.next_if(|r| r.partition == partition && r.topic == topic) {
-                let input = Record {
-                    key: r.key,
-                    value: r.value,
-                    headers: r.headers,
-                    timestamp: r.timestamp,
-                };
-                run.push((r.offset, input));
-            }
+    /// Queues polled records on their tasks: each run of one partition's records finds its
+    /// task once.
+    pub(super) fn route(&mut self, runs: Vec<PartitionRun>) -> Result<(), ThreadError> {
+        for PartitionRun {
+            topic,
+            partition,
+            records: run,
+        } in runs
+        {
             let tp = TopicPartition::new(&*topic, partition);
             // A partition without a task was revoked: its new owner reads it again. One of
             // a task being restored was polled before it was paused: queued meanwhile.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use eddy_core::log::TopicPartition;
+use eddy_core::log::{Record, TopicPartition};
 use eddy_core::wire::batch::{control_type, decode_records, Batches, ControlType};
 use futures::stream::FuturesUnordered;
 use futures::{Future, FutureExt, StreamExt};
@@ -59,8 +59,11 @@ struct PartitionState {
 
 struct Buffered {
     tp: TopicPartition,
+    /// The topic's shared name, which each record handed out as a [`ConsumerRecord`] carries.
+    name: Arc<str>,
     epoch: u64,
-    records: VecDeque<ConsumerRecord>,
+    /// The records by offset.
+    records: VecDeque<(i64, Record)>,
     /// The offset after the fetched batches: where the position is once these records are
     /// handed out (past trailing control batches and aborted records, as Kafka's is).
     next: i64,
@@ -78,8 +81,19 @@ type Answer = (
 /// response): the records at or after the offset asked for, and the offset to fetch next.
 type Decoded = (
     TopicPartition,
-    Result<(VecDeque<ConsumerRecord>, i64), ClientError>,
+    Result<(VecDeque<(i64, Record)>, i64), ClientError>,
 );
+
+/// Records of one partition handed out together, in offset order (see
+/// [`Fetcher::take_runs`]).
+#[derive(Debug)]
+pub(crate) struct PartitionRun {
+    /// The topic's shared name.
+    pub(crate) topic: Arc<str>,
+    pub(crate) partition: i32,
+    /// The records by offset.
+    pub(crate) records: Vec<(i64, Record)>,
+}
 
 /// A spawned task that is aborted when it is dropped: a fetch the consumer gave up (closed,
 /// or its partitions revoked) does not run on for nothing.
@@ -293,8 +307,46 @@ impl Fetcher {
     /// Hands out up to `max` buffered records, in order within each partition.
     pub(crate) fn take_records(&mut self, max: usize) -> Vec<ConsumerRecord> {
         let mut out = Vec::new();
+        self.take_each(max, |topic, partition, offset, record| {
+            out.push(ConsumerRecord {
+                topic: Arc::clone(topic),
+                partition,
+                offset,
+                timestamp: record.timestamp,
+                key: record.key,
+                value: record.value,
+                headers: record.headers,
+            })
+        });
+        out
+    }
+
+    /// As [`take_records`](Self::take_records), the records grouped in runs of one
+    /// partition, without a topic name or partition per record: what a stream thread
+    /// queues on its tasks.
+    pub(crate) fn take_runs(&mut self, max: usize) -> Vec<PartitionRun> {
+        let mut runs: Vec<PartitionRun> = Vec::new();
+        self.take_each(max, |topic, partition, offset, record| {
+            match runs.last_mut() {
+                Some(run) if run.partition == partition && Arc::ptr_eq(&run.topic, topic) => {
+                    run.records.push((offset, record))
+                }
+                _ => runs.push(PartitionRun {
+                    topic: Arc::clone(topic),
+                    partition,
+                    records: vec![(offset, record)],
+                }),
+            }
+        });
+        runs
+    }
+
+    /// Hands up to `max` buffered records to `take` (topic, partition, offset, record),
+    /// partition by partition, moving each partition's position past them.
+    fn take_each(&mut self, max: usize, mut take: impl FnMut(&Arc<str>, i32, i64, Record)) {
+        let mut taken = 0;
         let mut i = 0;
-        while out.len() < max && i < self.buffered.len() {
+        while taken < max && i < self.buffered.len() {
             let buffer = &mut self.buffered[i];
             let Some(state) = self
                 .partitions
@@ -310,15 +362,16 @@ impl Fetcher {
                 continue;
             }
             let position = state.position.unwrap_or(0);
-            while out.len() < max {
-                let Some(record) = buffer.records.pop_front() else {
+            while taken < max {
+                let Some((offset, record)) = buffer.records.pop_front() else {
                     break;
                 };
-                if record.offset < position {
+                if offset < position {
                     continue;
                 }
-                state.position = Some(record.offset + 1);
-                out.push(record);
+                state.position = Some(offset + 1);
+                take(&buffer.name, buffer.tp.partition, offset, record);
+                taken += 1;
             }
             if buffer.records.is_empty() {
                 // Past what the fetch skipped at its end (control batches, aborted records).
@@ -327,7 +380,6 @@ impl Fetcher {
                 self.buffered.remove(i);
             }
         }
-        out
     }
 
     /// Whether fetched answers wait to be taken: records to hand out, or a move of the
@@ -545,8 +597,10 @@ impl Fetcher {
                 state.fetch_offset = next;
                 if !records.is_empty() || next > offset {
                     state.buffered += 1;
+                    let name = self.topic_name(&tp.topic);
                     self.buffered.push_back(Buffered {
                         tp,
+                        name,
                         epoch,
                         records,
                         next,
@@ -601,12 +655,12 @@ fn decode_response(
 /// The records of fetched batches at or after `offset`, and the offset to fetch next.
 fn decode(
     bytes: &Bytes,
-    topic: &Arc<str>,
+    topic: &str,
     partition: i32,
     offset: i64,
     read_committed: bool,
     aborted: impl Iterator<Item = (i64, i64)>,
-) -> Result<(VecDeque<ConsumerRecord>, i64), ClientError> {
+) -> Result<(VecDeque<(i64, Record)>, i64), ClientError> {
     // Aborted transactions by first offset (smallest first), as Kafka's fetcher reads them.
     let mut aborted: BinaryHeap<std::cmp::Reverse<(i64, i64)>> = aborted
         .map(|(producer, first)| std::cmp::Reverse((first, producer)))
@@ -653,17 +707,12 @@ fn decode(
         }
         let (_, decoded) =
             decode_records(&whole, MAX_DECOMPRESSED).map_err(|e| corrupt(topic, partition, e))?;
-        records.extend(decoded.into_iter().filter(|r| r.offset >= offset).map(|r| {
-            ConsumerRecord {
-                topic: Arc::clone(topic),
-                partition,
-                offset: r.offset,
-                timestamp: r.record.timestamp,
-                key: r.record.key,
-                value: r.record.value,
-                headers: r.record.headers,
-            }
-        }));
+        records.extend(
+            decoded
+                .into_iter()
+                .filter(|r| r.offset >= offset)
+                .map(|r| (r.offset, r.record)),
+        );
     }
     Ok((records, next))
 }

@@ -22,6 +22,7 @@ pub use self::assignor::{
     RebalanceProtocol, RoundRobinAssignor,
 };
 use self::fetcher::Fetcher;
+pub(crate) use self::fetcher::PartitionRun;
 use self::group::Membership;
 use super::cluster::Cluster;
 use super::offsets::{self, Committer};
@@ -406,6 +407,24 @@ impl Consumer {
     /// if the time passed first). Runs the group's rebalances and finds the positions of
     /// newly assigned partitions first.
     pub async fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumerRecord>, ClientError> {
+        self.poll_taking(timeout, Fetcher::take_records).await
+    }
+
+    /// As [`poll`](Self::poll), the records in runs of one partition each, without a topic
+    /// name or partition per record: what a stream thread queues on its tasks.
+    pub(crate) async fn poll_runs(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<Vec<PartitionRun>, ClientError> {
+        self.poll_taking(timeout, Fetcher::take_runs).await
+    }
+
+    /// [`poll`](Self::poll), handing out records as `take` takes them from the fetcher.
+    async fn poll_taking<T>(
+        &mut self,
+        timeout: Duration,
+        take: fn(&mut Fetcher, usize) -> Vec<T>,
+    ) -> Result<Vec<T>, ClientError> {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(group) = &self.group {
@@ -421,7 +440,7 @@ impl Consumer {
             }
             self.fetcher.settle_arrived()?;
             if self.fetcher.has_buffered() {
-                let records = self.fetcher.take_records(self.config.max_poll_records);
+                let records = take(&mut self.fetcher, self.config.max_poll_records);
                 // Prefetch while the application works on these.
                 self.fetcher.send_fetches().await;
                 if !records.is_empty() {
