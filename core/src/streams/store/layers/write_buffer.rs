@@ -6,9 +6,9 @@
 //! applies on another thread while the layer keeps reading the batch above it. Records
 //! restored from the changelog are held as committed writes too, so restoring is not bound by
 //! the inner store's writes. If a transaction aborts, the writes of its interval are dropped
-//! and the store reads as the last commit left it. The inner store only ever holds committed state, with the offset it
-//! reaches, so a crash at any point needs no wipe of local state: restoration replays the
-//! changelog after that offset.
+//! and the store reads as the last commit left it. The inner store only ever holds committed
+//! state, with the offset it reaches, so a crash at any point needs no wipe of local state:
+//! restoration replays the changelog after that offset.
 
 use std::ops::Bound;
 
