@@ -174,6 +174,52 @@ async fn the_stream_yields_every_record_then_waits_for_more() {
         .is_empty());
 }
 
+/// A partition with records still to fetch is not kept waiting behind a fetch of caught-up
+/// partitions: with `fetch.max.wait.ms` far beyond a poll's timeout, every poll hands out
+/// records until all are read.
+#[tokio::test]
+async fn a_partition_behind_is_not_held_up_by_a_fetch_of_caught_up_partitions() {
+    let broker = TestBroker::start().await;
+    let topic = broker.create_topic("uneven", 2).await;
+    let producer = Producer::new(ProducerConfig::new(broker.bootstrap())).unwrap();
+    // One record on partition 0, which is read first; batches of 5 records on partition 1.
+    producer
+        .send(ProducerRecord::new(&topic, "alone").partition(0))
+        .await
+        .unwrap();
+    for batch in 0..12 {
+        let records =
+            (0..5).map(|i| ProducerRecord::new(&topic, format!("value-{batch}-{i}")).partition(1));
+        producer.send_all(records).await.unwrap();
+        producer.flush().await.unwrap();
+    }
+    producer.close().await.unwrap();
+    let mut config = config(&broker).max_poll_records(1);
+    // Each answer carries one batch, and polls take one record: partition 1 is fetched
+    // many times, and often has two answers waiting while partition 0 is at its end.
+    config.max_partition_fetch_bytes = 1;
+    config.fetch_max_wait = Duration::from_secs(60);
+    let mut consumer = Consumer::new(config).unwrap();
+    consumer
+        .assign(&[
+            TopicPartition::new(&topic, 0),
+            TopicPartition::new(&topic, 1),
+        ])
+        .unwrap();
+    let mut read = 0;
+    while read < 61 {
+        let records = consumer.poll(Duration::from_secs(5)).await.unwrap();
+        assert!(
+            !records.is_empty(),
+            "a poll came back empty after {read} of 61 records"
+        );
+        read += records.len();
+        // Work on them a little: the next answer arrives meanwhile.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(read, 61);
+}
+
 #[tokio::test]
 async fn read_committed_sees_committed_transactions_only() {
     let broker = TestBroker::start().await;

@@ -4,7 +4,8 @@
 //! aborted transactions' records and of control batches. Each fetch runs as a task of its
 //! own that also decodes its answer, so that decoding happens beside the caller's work, on
 //! another core when there is one, rather than inside `poll`. Buffered data is bounded: a
-//! partition is not fetched again while two answers of it are waiting.
+//! partition is not fetched again while two answers of it are waiting. A fetch that could
+//! only wait at the broker is not sent while such a partition has records still to fetch.
 
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque};
 use std::pin::Pin;
@@ -55,6 +56,14 @@ struct PartitionState {
     /// The partition's end as the last fetch saw it: the high watermark, or the last stable
     /// offset for `read_committed`.
     end: Option<i64>,
+}
+
+impl PartitionState {
+    /// Whether the last answer showed nothing more to fetch: a fetch of it now would wait
+    /// for new records.
+    fn is_caught_up(&self) -> bool {
+        self.end.is_some_and(|end| self.fetch_offset >= end)
+    }
 }
 
 struct Buffered {
@@ -393,14 +402,23 @@ impl Fetcher {
     }
 
     /// Sends a fetch to every leader without one in flight, for its fetchable partitions.
+    ///
+    /// A fetch that could only wait — each of its partitions at the end its last answer
+    /// showed — is held back while a partition of the same leader with records still to
+    /// fetch is full of buffered answers: sent now, it would sit at the broker for up to
+    /// `fetch.max.wait.ms`, and that partition, drained meanwhile, could not be fetched
+    /// until it came back (one fetch in flight per broker). Sent once that partition is
+    /// fetchable again, it carries it and is answered at once.
     pub(crate) async fn send_fetches(&mut self) {
         let mut by_leader: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
+        // Leaders with a partition held back only by its buffer, and records behind it.
+        let mut waiting_on_buffer: HashSet<i32> = HashSet::new();
         for (tp, state) in &self.partitions {
-            if state.position.is_none()
-                || state.paused
-                || state.fetching
-                || state.buffered >= MAX_BUFFERED_PER_PARTITION
-            {
+            if state.position.is_none() || state.paused || state.fetching {
+                continue;
+            }
+            let held_back = state.buffered >= MAX_BUFFERED_PER_PARTITION;
+            if held_back && state.is_caught_up() {
                 continue;
             }
             let leader = match self.cluster.topic(&tp.topic) {
@@ -415,10 +433,17 @@ impl Fetcher {
                 self.cluster.mark_stale();
                 continue;
             }
-            if !self.nodes_fetching.contains(&leader) {
+            if held_back {
+                waiting_on_buffer.insert(leader);
+            } else if !self.nodes_fetching.contains(&leader) {
                 by_leader.entry(leader).or_default().push(tp.clone());
             }
         }
+        let partitions = &self.partitions;
+        by_leader.retain(|leader, tps| {
+            !waiting_on_buffer.contains(leader)
+                || tps.iter().any(|tp| !partitions[tp].is_caught_up())
+        });
         for (node, partitions) in by_leader {
             let broker = match self.cluster.node(node).await {
                 Ok(b) => b,
