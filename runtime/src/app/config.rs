@@ -129,7 +129,8 @@ pub struct StreamsConfig {
     /// Client properties, as given: unprefixed (every client), `producer.`, `consumer.`,
     /// `main.consumer.`, `restore.consumer.`, `global.consumer.` and `admin.` ones. As in
     /// Kafka Streams, the main and restore consumers poll up to 1,000 records
-    /// (`max.poll.records`) unless these say otherwise.
+    /// (`max.poll.records`) unless these say otherwise; a stream thread's producer fills
+    /// batches of up to 256 KiB (`batch.size`; the client's default is 16 KiB).
     pub client_properties: Vec<(String, String)>,
 }
 

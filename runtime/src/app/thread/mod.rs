@@ -227,6 +227,11 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
     outcome.and(closed).and(left.map_err(ThreadError::from))
 }
 
+/// `batch.size` of a stream thread's producer unless the user's settings say otherwise:
+/// a commit sends a cache's worth of records at once, and fewer, larger batches mean fewer
+/// produce requests for the broker to append and make durable before the commit goes on.
+pub(crate) const STREAMS_BATCH_SIZE: usize = 256 * 1024;
+
 /// Builds the thread's producer: transactional under exactly-once, with the transactional
 /// id `<application.id>-<process id>-<thread index>`; and its transaction timeout.
 fn producer_factory(
@@ -235,14 +240,32 @@ fn producer_factory(
     process: &str,
     index: usize,
 ) -> Result<(ProducerFactory, Duration), ThreadError> {
+    let producer_config = producer_config(config, bootstrap, process, index)?;
+    let timeout = producer_config.transaction_timeout;
+    Ok((
+        Box::new(move || Producer::new(producer_config.clone())),
+        timeout,
+    ))
+}
+
+/// The settings of a stream thread's producer: the user's `producer.` properties over the
+/// thread's own defaults.
+fn producer_config(
+    config: &StreamsConfig,
+    bootstrap: &str,
+    process: &str,
+    index: usize,
+) -> Result<ProducerConfig, ThreadError> {
     let exactly_once = config.processing_guarantee == ProcessingGuarantee::ExactlyOnceV2;
     let properties = config.client_properties_for("producer");
-    let sets_timeout = properties
-        .iter()
-        .any(|(k, _)| *k == "transaction.timeout.ms");
+    let sets = |key: &str| properties.iter().any(|(k, _)| *k == key);
+    let (sets_timeout, sets_batch_size) = (sets("transaction.timeout.ms"), sets("batch.size"));
     let servers = [("bootstrap.servers", bootstrap)];
     let mut producer_config =
         ProducerConfig::from_properties(servers.iter().copied().chain(properties))?;
+    if !sets_batch_size {
+        producer_config = producer_config.batch_size(STREAMS_BATCH_SIZE);
+    }
     if exactly_once {
         let app = &config.application_id;
         producer_config = producer_config.transactional_id(format!("{app}-{process}-{index}"));
@@ -252,11 +275,7 @@ fn producer_factory(
             producer_config = producer_config.transaction_timeout(Duration::from_secs(10));
         }
     }
-    let timeout = producer_config.transaction_timeout;
-    Ok((
-        Box::new(move || Producer::new(producer_config.clone())),
-        timeout,
-    ))
+    Ok(producer_config)
 }
 
 /// `max.poll.records` of Kafka Streams' consumers, unless the user's settings say otherwise.
@@ -381,5 +400,32 @@ impl RebalanceListener for Revocations {
 
     async fn on_partitions_lost(&mut self, consumer: &mut Consumer, _: &[TopicPartition]) {
         self.manager.lock().await.lose_all(consumer).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_threads_producer_takes_the_users_settings_over_its_own_defaults() {
+        let mut config = StreamsConfig::new("app");
+        config.processing_guarantee = ProcessingGuarantee::ExactlyOnceV2;
+        let producer = producer_config(&config, "localhost:9092", "p1", 2).unwrap();
+        assert_eq!(producer.batch_size, STREAMS_BATCH_SIZE);
+        assert_eq!(producer.transactional_id.as_deref(), Some("app-p1-2"));
+        assert_eq!(producer.transaction_timeout, Duration::from_secs(10));
+
+        config.client_properties = vec![
+            ("producer.batch.size".into(), "32768".into()),
+            ("producer.transaction.timeout.ms".into(), "30000".into()),
+        ];
+        let producer = producer_config(&config, "localhost:9092", "p1", 2).unwrap();
+        assert_eq!(producer.batch_size, 32_768);
+        assert_eq!(producer.transaction_timeout, Duration::from_secs(30));
+
+        config.processing_guarantee = ProcessingGuarantee::AtLeastOnce;
+        let producer = producer_config(&config, "localhost:9092", "p1", 2).unwrap();
+        assert_eq!(producer.transactional_id, None);
     }
 }
