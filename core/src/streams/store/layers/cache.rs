@@ -106,11 +106,11 @@ enum Forwarding {
     OldValues,
 }
 
-/// Sends one dirty entry, last written at `used`, down, keeping it for forwarding when
-/// asked to. As Kafka's caching store, a deletion of a key the store below does not hold is
-/// not forwarded.
-fn send_down(
-    below: &mut dyn StoreLayer,
+/// Keeps a dirty entry, last written at `used`, for forwarding when asked to, with the value
+/// it replaces below: called before the entry goes down. As Kafka's caching store, a
+/// deletion of a key the store below does not hold is not forwarded.
+fn keep_for_forwarding(
+    below: &dyn StoreLayer,
     forwarding: Forwarding,
     flushed: &mut Flushed,
     old: &mut Vec<u8>,
@@ -127,7 +127,6 @@ fn send_down(
             flushed.push(key, value, kept, used);
         }
     }
-    below.put(key, value);
 }
 
 /// A cache of writes over a store, bounded in bytes.
@@ -209,15 +208,18 @@ impl RecordCache {
             let entry = self.entries.remove(&key).expect("a key in use is cached");
             self.bytes -= entry.size(&key);
             if entry.dirty {
-                send_down(
-                    &mut *self.below,
+                let value = entry.value.as_deref();
+                let (below, flushed, old) = (&mut self.below, &mut self.flushed, &mut self.old);
+                keep_for_forwarding(
+                    &**below,
                     self.forwarding,
-                    &mut self.flushed,
-                    &mut self.old,
+                    flushed,
+                    old,
                     &key,
-                    entry.value.as_deref(),
+                    value,
                     entry.used,
                 );
+                below.put(&key, value);
             }
         }
     }
@@ -321,15 +323,18 @@ impl StoreLayer for RecordCache {
     fn put_unlogged(&mut self, key: &[u8], value: Option<&[u8]>) {
         // A write the cache still holds goes down first, so the changelog keeps it.
         if let Some(entry) = self.forget(key).filter(|e| e.dirty) {
-            send_down(
-                &mut *self.below,
+            let value = entry.value.as_deref();
+            let (below, flushed, old) = (&mut self.below, &mut self.flushed, &mut self.old);
+            keep_for_forwarding(
+                &**below,
                 self.forwarding,
-                &mut self.flushed,
-                &mut self.old,
+                flushed,
+                old,
                 key,
-                entry.value.as_deref(),
+                value,
                 entry.used,
             );
+            below.put(key, value);
         }
         self.below.put_unlogged(key, value);
     }
@@ -364,22 +369,21 @@ impl StoreLayer for RecordCache {
             old,
             ..
         } = self;
-        // The dirty entries go down in key order, found in one pass over the cache rather
-        // than a search each (and so reaching the store below in its own order); what is
-        // forwarded goes in the order of last write, as Kafka's cache flushes.
+        // The dirty entries go down as one run in key order, found in one pass over the
+        // cache rather than a search each, which the store below merges into its own
+        // order; what is forwarded goes in the order of last write, as Kafka's cache
+        // flushes. The keys of a run are distinct, so each old value is read before any of
+        // the run is written.
         let start = flushed.entries.len();
+        let mut run = Vec::new();
         for (key, entry) in entries.iter_mut().filter(|(_, e)| e.dirty) {
-            send_down(
-                &mut **below,
-                *forwarding,
-                flushed,
-                old,
-                key,
-                entry.value.as_deref(),
-                entry.used,
-            );
             entry.dirty = false;
+            let entry: &CacheEntry = entry;
+            let value = entry.value.as_deref();
+            keep_for_forwarding(&**below, *forwarding, flushed, old, key, value, entry.used);
+            run.push((&key[..], value));
         }
+        below.put_run(&run);
         flushed.order_from(start);
         below.flush();
     }

@@ -72,6 +72,13 @@ impl StoreLayer for ChangeLogging {
         self.below.put(key, value);
     }
 
+    fn put_run(&mut self, run: &[(&[u8], Option<&[u8]>)]) {
+        for &(key, value) in run {
+            self.keys.record(&mut self.log, key, value);
+        }
+        self.below.put_run(run);
+    }
+
     fn update(&mut self, key: &[u8], update: &mut UpdateBytes<'_>) {
         let Self { below, keys, log } = self;
         below.update(key, &mut |old, out| {

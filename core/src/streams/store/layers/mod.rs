@@ -58,6 +58,15 @@ pub trait StoreLayer: Send {
     /// Writes what `update` makes of the value of `key` (see [`BytesStore::update`]).
     fn update(&mut self, key: &[u8], update: &mut UpdateBytes<'_>);
 
+    /// Writes a run of entries, as a cache's flush sends them down: the same as a
+    /// [`put`](Self::put) of each in turn. A run in strictly ascending key order lets a
+    /// layer merge it into what it holds in one pass instead of a search per key.
+    fn put_run(&mut self, run: &[(&[u8], Option<&[u8]>)]) {
+        for &(key, value) in run {
+            self.put(key, value);
+        }
+    }
+
     /// A write the changelog does not carry.
     fn put_unlogged(&mut self, key: &[u8], value: Option<&[u8]>);
 

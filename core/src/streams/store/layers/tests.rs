@@ -276,6 +276,47 @@ proptest! {
         }
     }
 
+    /// A run of writes put at once (as a cache flush sends it) leaves every layer as the same
+    /// writes put one by one: reads, held bytes, the changelog, and what an abort or a
+    /// checkpoint then leaves — merged into a write buffer or, out of order, key by key.
+    #[test]
+    fn a_run_put_at_once_is_the_same_as_its_writes_one_by_one(
+        before in proptest::collection::vec(op(), 0..40),
+        run in proptest::collection::btree_map(key(), proptest::option::of(proptest::collection::vec(any::<u8>(), 0..6)), 0..8),
+        reversed in any::<bool>(),
+        then_abort in any::<bool>(),
+    ) {
+        let mut run: Vec<(&[u8], Option<&[u8]>)> =
+            run.iter().map(|(k, v)| (&k[..], v.as_deref())).collect();
+        if reversed {
+            run.reverse();
+        }
+        for config in configs().into_iter().filter(|c| c.cache_max_bytes == 0) {
+            let Run { store: mut at_once, inner: inner_at_once, .. } = run_over(config, &before, Shared::default())?;
+            let Run { store: mut one_by_one, inner: inner_one_by_one, .. } = run_over(config, &before, Shared::default())?;
+            at_once.put_run(&run);
+            for &(key, value) in &run {
+                one_by_one.put(key, value);
+            }
+            let all = Bound::<&[u8]>::Unbounded;
+            prop_assert_eq!(scanned(&*at_once, all, all), scanned(&*one_by_one, all, all));
+            prop_assert_eq!(at_once.held_bytes(), one_by_one.held_bytes());
+            prop_assert_eq!(at_once.take_changelog(), one_by_one.take_changelog());
+            for store in [&mut at_once, &mut one_by_one] {
+                if then_abort {
+                    store.abort();
+                } else {
+                    store.commit(Some(1_000));
+                }
+            }
+            prop_assert_eq!(scanned(&*at_once, all, all), scanned(&*one_by_one, all, all));
+            prop_assert_eq!(at_once.held_bytes(), one_by_one.held_bytes());
+            at_once.checkpoint(Checkpoint::Wait);
+            one_by_one.checkpoint(Checkpoint::Wait);
+            prop_assert_eq!(inner_at_once.contents(), inner_one_by_one.contents());
+        }
+    }
+
     /// A write buffer's open interval dropped (the transaction aborted) leaves the inner
     /// store as the last checkpoint left it, the store reads as the last commit left it,
     /// and a checkpoint then brings the inner store to that state.

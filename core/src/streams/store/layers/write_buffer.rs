@@ -26,6 +26,10 @@ const COMMITTED: u64 = 0;
 /// What a held entry costs beyond its key and values: the map's node share and the boxes.
 const ENTRY_OVERHEAD: usize = 64;
 
+/// A run of writes at least this many times smaller than what is held is written key by
+/// key: merging would touch every held entry for a few writes.
+const MERGE_RATIO: usize = 16;
+
 /// The last write of a key that the inner store does not have yet.
 struct Held {
     /// The value written (`None`: deleted).
@@ -174,6 +178,53 @@ impl WriteBuffer {
         self.inner.get_into(key, out)
     }
 
+    /// Holds a run of writes of the open interval, in strictly ascending key order, in one
+    /// pass over the held writes beside it: a key held already is written in place, and the
+    /// keys not held yet, in order too, are merged into the map at the end. No search per
+    /// key.
+    fn merge_run(&mut self, run: &[(&[u8], Option<&[u8]>)]) {
+        let open = self.open;
+        let mut bytes = self.bytes;
+        let mut fresh: Vec<(Box<[u8]>, Held)> = Vec::new();
+        let add = |fresh: &mut Vec<(Box<[u8]>, Held)>, key: &[u8], value: Option<&[u8]>| {
+            let held = Held {
+                value: value.map(Box::from),
+                interval: open,
+                replaced: None,
+            };
+            let added = held.bytes(key);
+            fresh.push((key.into(), held));
+            added
+        };
+        let mut run = run.iter().peekable();
+        for (key, held) in self.held.iter_mut() {
+            while let Some(&(new_key, value)) = run.next_if(|(k, _)| *k < &key[..]) {
+                bytes += add(&mut fresh, new_key, value);
+            }
+            match run.peek() {
+                None => break,
+                Some((k, value)) if *k == &key[..] => {
+                    bytes -= held.bytes(key);
+                    held.write(value.unwrap_or_default(), value.is_some(), open);
+                    bytes += held.bytes(key);
+                    run.next();
+                }
+                Some(_) => {}
+            }
+        }
+        for &(key, value) in run {
+            bytes += add(&mut fresh, key, value);
+        }
+        self.bytes = bytes;
+        if fresh.len().saturating_mul(MERGE_RATIO) < self.held.len() {
+            self.held.extend(fresh);
+        } else {
+            // Both in key order: appending merges them in one pass (and builds the map anew).
+            let mut fresh: Overlay<Held> = fresh.into_iter().collect();
+            self.held.append(&mut fresh);
+        }
+    }
+
     /// Holds `value` for `key`, written in `interval`: the open one for a write of the
     /// store, [`COMMITTED`] for a record restored from the changelog.
     fn hold(&mut self, key: &[u8], value: Option<&[u8]>, interval: u64) {
@@ -232,6 +283,17 @@ impl StoreLayer for WriteBuffer {
 
     fn put(&mut self, key: &[u8], value: Option<&[u8]>) {
         self.hold(key, value, self.open)
+    }
+
+    fn put_run(&mut self, run: &[(&[u8], Option<&[u8]>)]) {
+        let ascending = run.windows(2).all(|pair| pair[0].0 < pair[1].0);
+        if !ascending || run.len().saturating_mul(MERGE_RATIO) < self.held.len() {
+            for &(key, value) in run {
+                self.hold(key, value, self.open);
+            }
+            return;
+        }
+        self.merge_run(run);
     }
 
     fn update(&mut self, key: &[u8], update: &mut UpdateBytes<'_>) {
