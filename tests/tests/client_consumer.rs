@@ -220,6 +220,36 @@ async fn a_partition_behind_is_not_held_up_by_a_fetch_of_caught_up_partitions() 
     assert_eq!(read, 61);
 }
 
+/// Offsets commit while a fetch waits at the broker for new records: the coordinator's
+/// requests do not queue behind it (a broker answers one connection's requests in order).
+#[tokio::test]
+async fn a_commit_does_not_wait_behind_a_fetch_held_at_the_broker() {
+    let broker = TestBroker::start().await;
+    let topic = broker.create_topic("held", 1).await;
+    fill(&broker, &topic, 1, 5).await;
+    let mut config = config(&broker).group_id(format!("{topic}-group"));
+    config.fetch_max_wait = Duration::from_secs(60);
+    let mut consumer = Consumer::new(config).unwrap();
+    let tp = TopicPartition::new(&topic, 0);
+    consumer.assign(std::slice::from_ref(&tp)).unwrap();
+    read(&mut consumer, 5).await;
+    // Caught up: a fetch now waits at the broker for records that do not come.
+    assert!(consumer
+        .poll(Duration::from_millis(100))
+        .await
+        .unwrap()
+        .is_empty());
+    let offsets = BTreeMap::from([(tp.clone(), 5)]);
+    tokio::time::timeout(Duration::from_secs(20), consumer.commit(&offsets))
+        .await
+        .expect("the commit waited behind the fetch")
+        .unwrap();
+    assert_eq!(
+        consumer.committed(std::slice::from_ref(&tp)).await.unwrap()[&tp],
+        5
+    );
+}
+
 #[tokio::test]
 async fn read_committed_sees_committed_transactions_only() {
     let broker = TestBroker::start().await;

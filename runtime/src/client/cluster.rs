@@ -1,5 +1,6 @@
 //! The client's view of the cluster: brokers and where each partition's leader is, from
-//! Metadata, and one multiplexed connection per broker, opened on first use with its API
+//! Metadata, and one multiplexed connection per broker (and one more for requests to a
+//! coordinator on it), opened on first use with its API
 //! versions negotiated, and opened again (after a backoff that doubles up to a limit) once it
 //! fails. Metadata is fetched again when a caller reports it stale (a NOT_LEADER answer, a
 //! broken connection) and when it is older than `metadata.max.age.ms`.
@@ -41,6 +42,18 @@ pub(crate) struct TopicMetadata {
     pub(crate) leaders: Vec<i32>,
 }
 
+/// Which of its connections to a broker a request goes on. A coordinator's requests have
+/// their own, as in Kafka's consumer: a broker answers one connection's requests in order, so
+/// on the data connection an offset commit or a heartbeat would wait behind a fetch the
+/// broker holds for up to `fetch.max.wait.ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Route {
+    /// Metadata, produce, fetch and everything else.
+    Data,
+    /// Requests to a group's or a transactional id's coordinator.
+    Coordinator,
+}
+
 #[derive(Debug, Default)]
 struct State {
     brokers: HashMap<i32, String>,
@@ -49,7 +62,7 @@ struct State {
     wanted: BTreeSet<String>,
     refreshed: Option<Instant>,
     stale: bool,
-    connections: HashMap<String, Broker>,
+    connections: HashMap<(String, Route), Broker>,
     /// Per address: no new attempt before this instant, and the failures in a row.
     backoff: HashMap<String, (Instant, u32)>,
     coordinators: HashMap<(i8, String), i32>,
@@ -85,13 +98,20 @@ impl Cluster {
     /// The connection to the broker at `addr`, opened if needed. Fails at once, without
     /// trying, while the address is in its reconnect backoff.
     pub(crate) async fn broker_at(&self, addr: &str) -> Result<Broker, ClientError> {
+        self.connection(addr, Route::Data).await
+    }
+
+    /// The connection of `route` to the broker at `addr`, opened if needed (see
+    /// [`Self::broker_at`]).
+    async fn connection(&self, addr: &str, route: Route) -> Result<Broker, ClientError> {
+        let key = (addr.to_string(), route);
         {
             let mut state = self.state();
-            if let Some(broker) = state.connections.get(addr) {
+            if let Some(broker) = state.connections.get(&key) {
                 if !broker.conn.is_closed() {
                     return Ok(broker.clone());
                 }
-                state.connections.remove(addr);
+                state.connections.remove(&key);
             }
             if let Some(&(not_before, _)) = state.backoff.get(addr) {
                 if Instant::now() < not_before {
@@ -106,7 +126,7 @@ impl Cluster {
                 // Another task may have connected meanwhile: keep one connection.
                 let kept = state
                     .connections
-                    .entry(addr.to_string())
+                    .entry(key)
                     .or_insert_with(|| broker.clone());
                 if kept.conn.is_closed() {
                     *kept = broker;
@@ -235,7 +255,7 @@ impl Cluster {
         let addr = {
             let state = self.state();
             let addr = state.brokers.get(&node)?.clone();
-            if let Some(broker) = state.connections.get(&addr) {
+            if let Some(broker) = state.connections.get(&(addr.clone(), Route::Data)) {
                 if !broker.conn.is_closed() {
                     return Some(broker.clone());
                 }
@@ -281,9 +301,14 @@ impl Cluster {
 
     /// The connection to broker `node`, from the metadata.
     pub(crate) async fn node(&self, node: i32) -> Result<Broker, ClientError> {
+        self.node_on(node, Route::Data).await
+    }
+
+    /// The connection of `route` to broker `node`, from the metadata.
+    async fn node_on(&self, node: i32, route: Route) -> Result<Broker, ClientError> {
         let addr = self.state().brokers.get(&node).cloned();
         match addr {
-            Some(addr) => self.broker_at(&addr).await,
+            Some(addr) => self.connection(&addr, route).await,
             None => {
                 self.mark_stale();
                 Err(ClientError::Disconnected(format!(
@@ -295,6 +320,11 @@ impl Cluster {
 
     /// A connection to any broker: a known one, else one of the bootstrap servers.
     pub(crate) async fn any_broker(&self) -> Result<Broker, ClientError> {
+        self.any_broker_on(Route::Data).await
+    }
+
+    /// A connection of `route` to any broker (see [`Self::any_broker`]).
+    async fn any_broker_on(&self, route: Route) -> Result<Broker, ClientError> {
         let mut candidates: Vec<String> = {
             let state = self.state();
             let mut known: Vec<String> = state.brokers.values().cloned().collect();
@@ -304,7 +334,7 @@ impl Cluster {
         candidates.extend(self.config.bootstrap.iter().cloned());
         let mut last = None;
         for addr in candidates {
-            match self.broker_at(&addr).await {
+            match self.connection(&addr, route).await {
                 Ok(broker) => return Ok(broker),
                 Err(e) => last = Some(e),
             }
@@ -443,7 +473,7 @@ impl Cluster {
             .get(&(key_type, key.to_string()))
             .copied();
         if let Some(node) = known {
-            match self.node(node).await {
+            match self.node_on(node, Route::Coordinator).await {
                 Ok(broker) => return Ok(broker),
                 Err(e) => {
                     self.forget_coordinator(key_type, key);
@@ -451,7 +481,8 @@ impl Cluster {
                 }
             }
         }
-        let broker = self.any_broker().await?;
+        // Asked on a coordinator connection too: not behind a fetch held at the broker.
+        let broker = self.any_broker_on(Route::Coordinator).await?;
         let version = broker.version::<FindCoordinatorRequest>()?;
         let key_bytes = StrBytes::from_string(key.to_string());
         let request = if version >= 4 {
@@ -494,7 +525,7 @@ impl Cluster {
             state.brokers.insert(node, addr.clone());
             state.coordinators.insert((key_type, key.to_string()), node);
         }
-        self.broker_at(&addr).await
+        self.connection(&addr, Route::Coordinator).await
     }
 
     /// Forgets the coordinator of `key` (it answered NOT_COORDINATOR, or is unreachable).
