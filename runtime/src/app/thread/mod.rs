@@ -230,7 +230,7 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
 /// `batch.size` of a stream thread's producer unless the user's settings say otherwise:
 /// a commit sends a cache's worth of records at once, and fewer, larger batches mean fewer
 /// produce requests for the broker to append and make durable before the commit goes on.
-pub(crate) const STREAMS_BATCH_SIZE: usize = 256 * 1024;
+const STREAMS_BATCH_SIZE: usize = 256 * 1024;
 
 /// Builds the thread's producer: transactional under exactly-once, with the transactional
 /// id `<application.id>-<process id>-<thread index>`; and its transaction timeout.
