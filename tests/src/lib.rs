@@ -1,8 +1,10 @@
 //! Helpers for eddy's end-to-end tests: a bare Kafka wire connection that sends any bytes,
 //! well formed or not, and decodes the responses, so tests can speak to a real broker below
-//! any client library; and the Kafka Streams reference catalog on eddy's side
-//! ([`streams_catalog`]) with its randomized differential test ([`streams_differential`]).
+//! any client library; the Kafka Streams reference catalog on eddy's side
+//! ([`streams_catalog`]) with its randomized differential test ([`streams_differential`]);
+//! and the Flink CEP reference catalog on eddy's side ([`cep_catalog`]).
 
+pub mod cep_catalog;
 pub mod streams_catalog;
 pub mod streams_differential;
 

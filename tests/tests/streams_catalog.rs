@@ -6,8 +6,7 @@
 //! files are what Kafka Streams 4.4 gives for the same topology, so the comparison is with
 //! Kafka itself.
 
-use eddy_tests::streams_catalog::{catalog, read_lines, run, scenario, scenarios};
-use serde_json::Value;
+use eddy_tests::streams_catalog::{catalog, read_lines, run, scenario, scenarios, show_lines};
 
 /// Scenarios whose operations eddy does not have yet; each must be named here on purpose.
 const NOT_YET: &[&str] = &[];
@@ -22,16 +21,10 @@ fn every_catalog_scenario_gives_kafkas_records() {
         let expected = read_lines(&catalog().join(name).join("expected.jsonl"));
         let actual = run(name, 1);
         if actual != expected {
-            let show = |v: &[Value]| {
-                v.iter()
-                    .map(Value::to_string)
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            };
             failures.push(format!(
                 "{name}\n--- Kafka Streams\n{}\n--- eddy\n{}",
-                show(&expected),
-                show(&actual)
+                show_lines(&expected),
+                show_lines(&actual)
             ));
         }
     }

@@ -14,6 +14,7 @@
 mod dsl;
 mod error;
 mod graph;
+pub mod pattern;
 mod processor;
 mod record;
 pub mod store;
@@ -24,8 +25,8 @@ pub mod windows;
 
 pub use dsl::{
     BranchedKStream, Consumed, GlobalKTable, Grouped, Joined, KGroupedStream, KGroupedTable,
-    KStream, KTable, Materialized, Named, Produced, SessionWindowedKStream, StreamJoined,
-    StreamsBuilder, TimeWindowedKStream,
+    KStream, KTable, Matching, Materialized, Named, PatternStreams, Produced,
+    SessionWindowedKStream, StreamJoined, StreamsBuilder, TimeWindowedKStream,
 };
 pub use error::{StreamsError, TopologyError};
 pub use processor::{

@@ -80,8 +80,17 @@ pub fn catalog() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("reference/streams/catalog")
 }
 
+/// JSON lines as text, one a line, for a failure's message.
+pub fn show_lines(lines: &[Value]) -> String {
+    lines
+        .iter()
+        .map(Value::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The JSON lines of a file.
-pub fn read_lines(path: &PathBuf) -> Vec<Value> {
+pub fn read_lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
         .lines()
@@ -100,8 +109,7 @@ pub fn run(name: &str, partitions: i32) -> Vec<Value> {
 /// Runs scenario `name` over the input lines of `input` (the catalog's format), as [`run`]
 /// does over the scenario's own.
 pub fn run_input(name: &str, input: &Path, partitions: i32) -> Vec<Value> {
-    try_run_lines(name, &read_lines(&input.to_path_buf()), partitions)
-        .unwrap_or_else(|e| panic!("{name}: {e}"))
+    try_run_lines(name, &read_lines(input), partitions).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 /// Runs scenario `name` over input lines in the catalog's format, as [`run`] does: the
