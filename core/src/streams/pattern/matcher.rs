@@ -4,7 +4,9 @@
 //! key's state lives in the pattern's key-value store (so it has a changelog, is restored and
 //! is covered by exactly-once like any store) and is read back whole when the task starts.
 
-use std::collections::{BTreeSet, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -44,9 +46,13 @@ pub(crate) struct Matcher<K, V> {
     pub(crate) values: Arc<dyn Serde<Value = V>>,
     pub(crate) lateness: i64,
     pub(crate) outputs: Outputs,
-    states: HashMap<Bytes, Keyed<K, V>>,
-    deadlines: BTreeSet<(Timestamp, Bytes)>,
-    waiting: BTreeSet<(Timestamp, u64, Bytes)>,
+    states: HashMap<Bytes, Keyed<K, V>, BuildHasherDefault<KeyHasher>>,
+    /// When keys' first partial matches time out, earliest first. An entry whose time is no
+    /// longer its key's deadline is stale and skipped: entries are added when a deadline
+    /// changes, never searched for and removed.
+    deadlines: BinaryHeap<Reverse<(Timestamp, Bytes)>>,
+    /// When keys' first waiting events are due, earliest first; stale entries as above.
+    waiting: BinaryHeap<Reverse<(Timestamp, u64, Bytes)>>,
     observed: Option<Timestamp>,
     handle: Option<KeyValueStoreHandle<Bytes, Bytes>>,
     touched: Vec<Bytes>,
@@ -69,9 +75,9 @@ impl<K: Data, V: Data> Matcher<K, V> {
             values,
             lateness,
             outputs,
-            states: HashMap::new(),
-            deadlines: BTreeSet::new(),
-            waiting: BTreeSet::new(),
+            states: HashMap::default(),
+            deadlines: BinaryHeap::new(),
+            waiting: BinaryHeap::new(),
             observed: None,
             handle: None,
             touched: Vec::new(),
@@ -107,6 +113,28 @@ impl<K: Data, V: Data> Matcher<K, V> {
         Ok(())
     }
 
+    /// Brings the time indexes up to date with the key's state: when its first partial match
+    /// times out and when its first waiting event is due.
+    fn reindex(&mut self, key: &Bytes) {
+        let Some(entry) = self.states.get_mut(key) else {
+            return;
+        };
+        let deadline = entry.state.nfa.deadline(&self.nfa);
+        if deadline != entry.deadline {
+            entry.deadline = deadline;
+            if let Some(d) = deadline {
+                self.deadlines.push(Reverse((d, key.clone())));
+            }
+        }
+        let first_waiting = entry.state.first_waiting();
+        if first_waiting != entry.first_waiting {
+            entry.first_waiting = first_waiting;
+            if let Some((t, a)) = first_waiting {
+                self.waiting.push(Reverse((t, a, key.clone())));
+            }
+        }
+    }
+
     /// Moves the key to `timestamp` and feeds it `value`.
     fn run(
         &mut self,
@@ -132,6 +160,7 @@ impl<K: Data, V: Data> Matcher<K, V> {
         for m in found {
             self.emit(ctx, &k, m, timestamp, false)?;
         }
+        self.reindex(key);
         Ok(())
     }
 
@@ -141,11 +170,15 @@ impl<K: Data, V: Data> Matcher<K, V> {
         ctx: &mut ProcessorContext<'_, K, PatternMatch<V>>,
         watermark: Timestamp,
     ) -> Result<(), StreamsError> {
-        while let Some((timestamp, _, key)) = self.waiting.first().cloned() {
+        while let Some(Reverse((timestamp, arrival, key))) = self.waiting.peek().cloned() {
             if timestamp > watermark {
                 break;
             }
-            self.waiting.pop_first();
+            self.waiting.pop();
+            let current = self.states.get(&key).and_then(|e| e.first_waiting);
+            if current != Some((timestamp, arrival)) {
+                continue;
+            }
             while let Some(entry) = self.states.get_mut(&key) {
                 if entry
                     .state
@@ -171,14 +204,17 @@ impl<K: Data, V: Data> Matcher<K, V> {
     ) -> Result<(), StreamsError> {
         let timeouts = self.timeouts();
         let nfa = self.nfa.clone();
-        while let Some((deadline, key)) = self.deadlines.first().cloned() {
+        while let Some(Reverse((deadline, key))) = self.deadlines.peek().cloned() {
             if deadline > watermark {
                 break;
             }
-            self.deadlines.pop_first();
+            self.deadlines.pop();
             let Some(entry) = self.states.get_mut(&key) else {
                 continue;
             };
+            if entry.deadline != Some(deadline) {
+                continue;
+            }
             entry.deadline = None;
             let (matches, timed_out) = entry.state.nfa.advance_time(&nfa, watermark, timeouts);
             let k = entry.key.clone();
@@ -188,13 +224,13 @@ impl<K: Data, V: Data> Matcher<K, V> {
             for (m, at) in timed_out {
                 self.emit(ctx, &k, m, at, true)?;
             }
+            self.reindex(&key);
             self.touched.push(key);
         }
         Ok(())
     }
 
-    /// Writes the touched keys' states to the store (deleting those back to the start state)
-    /// and brings the time indexes up to date.
+    /// Writes the touched keys' states to the store, deleting those back to the start state.
     fn persist(
         &mut self,
         ctx: &mut ProcessorContext<'_, K, PatternMatch<V>>,
@@ -207,12 +243,6 @@ impl<K: Data, V: Data> Matcher<K, V> {
             let Some(entry) = self.states.get_mut(&key) else {
                 continue;
             };
-            if let Some(d) = entry.deadline.take() {
-                self.deadlines.remove(&(d, key.clone()));
-            }
-            if let Some((t, a)) = entry.first_waiting.take() {
-                self.waiting.remove(&(t, a, key.clone()));
-            }
             if entry.state.nfa.is_idle(&self.nfa) && entry.state.waiting.is_empty() {
                 if entry.stored {
                     ctx.key_value_store(&handle).put(&key, None)?;
@@ -227,14 +257,6 @@ impl<K: Data, V: Data> Matcher<K, V> {
             let value = Bytes::copy_from_slice(&self.scratch);
             ctx.key_value_store(&handle).put(&key, Some(&value))?;
             entry.stored = true;
-            entry.deadline = entry.state.nfa.deadline(&self.nfa);
-            if let Some(d) = entry.deadline {
-                self.deadlines.insert((d, key.clone()));
-            }
-            entry.first_waiting = entry.state.first_waiting();
-            if let Some((t, a)) = entry.first_waiting {
-                self.waiting.insert((t, a, key.clone()));
-            }
         }
         self.touched = touched;
         Ok(())
@@ -251,25 +273,18 @@ impl<K: Data, V: Data> Matcher<K, V> {
                 "a state the pattern does not have (was the pattern changed?)",
             ));
         }
-        let deadline = state.nfa.deadline(&self.nfa);
-        let first_waiting = state.first_waiting();
-        if let Some(d) = deadline {
-            self.deadlines.insert((d, key.clone()));
-        }
-        if let Some((t, a)) = first_waiting {
-            self.waiting.insert((t, a, key.clone()));
-        }
         let k = self.keys.deserialize(&self.store, &key)?;
         self.states.insert(
-            key,
+            key.clone(),
             Keyed {
                 key: k,
                 state,
                 stored: true,
-                deadline,
-                first_waiting,
+                deadline: None,
+                first_waiting: None,
             },
         );
+        self.reindex(&key);
         Ok(())
     }
 }
@@ -320,17 +335,65 @@ impl<K: Data, V: Data> Processor<K, V, K, PatternMatch<V>> for Matcher<K, V> {
             self.run(ctx, &key, &r.value, timestamp)?;
         } else {
             entry.state.wait(r.value, timestamp);
-            if let Some((t, a)) = entry.first_waiting.take() {
-                self.waiting.remove(&(t, a, key.clone()));
-            }
-            entry.first_waiting = entry.state.first_waiting();
-            if let Some((t, a)) = entry.first_waiting {
-                self.waiting.insert((t, a, key.clone()));
-            }
+            self.reindex(&key);
         }
         self.touched.push(key);
         self.release_waiting(ctx, watermark)?;
         self.expire(ctx, watermark)?;
         self.persist(ctx)
+    }
+}
+
+/// Hashes record keys' bytes for the key map: word by word, as FxHash does, then mixed
+/// with MurmurHash3's finalizer, so that keys differing only in their high bytes (big-endian
+/// integers) still spread over the table's low bits.
+#[derive(Default)]
+pub(crate) struct KeyHasher(u64);
+
+const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0; 8];
+            word.copy_from_slice(chunk);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(SEED);
+        }
+        for &b in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(SEED);
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (self.0.rotate_left(5) ^ n as u64).wrapping_mul(SEED);
+    }
+
+    /// MurmurHash3's finalizer: every input bit moves every output bit.
+    fn finish(&self) -> u64 {
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+    use std::hash::{BuildHasher, BuildHasherDefault};
+
+    use super::KeyHasher;
+
+    #[test]
+    fn big_endian_integer_keys_spread_over_the_low_bits() {
+        let hasher = BuildHasherDefault::<KeyHasher>::default();
+        let buckets: HashSet<u64> = (0..4096i64)
+            .map(|k| hasher.hash_one(bytes::Bytes::copy_from_slice(&k.to_be_bytes())) & 4095)
+            .collect();
+        // 4,096 keys in 4,096 buckets: a good hash fills about 63% of them.
+        assert!(buckets.len() > 2_400, "{} buckets", buckets.len());
     }
 }

@@ -176,6 +176,16 @@ impl<V: Clone> KeyNfa<V> {
         timeouts: bool,
     ) -> Advanced<V> {
         let mut timed_out = Vec::new();
+        let expires = |c: &Computation| {
+            nfa.window > 0
+                && nfa.states[usize::from(c.state)].kind != Kind::Start
+                && timestamp.saturating_sub(c.start_timestamp) >= nfa.window
+        };
+        if !self.partial.iter().any(expires) {
+            // Nothing times out: the queue stays as it is (rebuilding it would give the same
+            // array, as every item would be pushed back in order).
+            return (Vec::new(), timed_out);
+        }
         let mut partials = JavaHeap::default();
         let mut potential = JavaHeap::default();
         let current = std::mem::take(&mut self.partial);
