@@ -39,52 +39,68 @@ struct Keyed<K, V> {
     first_waiting: Option<(Timestamp, u64)>,
 }
 
-pub(crate) struct Matcher<K, V> {
-    pub(crate) nfa: Arc<Nfa<V>>,
-    pub(crate) store: String,
-    pub(crate) keys: Arc<dyn Serde<Value = K>>,
-    pub(crate) values: Arc<dyn Serde<Value = V>>,
-    pub(crate) lateness: i64,
-    pub(crate) outputs: Outputs,
-    states: HashMap<Bytes, Keyed<K, V>, BuildHasherDefault<KeyHasher>>,
-    /// When keys' first partial matches time out, earliest first. An entry whose time is no
-    /// longer its key's deadline is stale and skipped: entries are added when a deadline
-    /// changes, never searched for and removed.
-    deadlines: BinaryHeap<Reverse<(Timestamp, Bytes)>>,
-    /// When keys' first waiting events are due, earliest first; stale entries as above.
-    waiting: BinaryHeap<Reverse<(Timestamp, u64, Bytes)>>,
-    observed: Option<Timestamp>,
+/// The processor's settings and its store.
+struct Shared<K, V> {
+    nfa: Arc<Nfa<V>>,
+    store: String,
+    keys: Arc<dyn Serde<Value = K>>,
+    values: Arc<dyn Serde<Value = V>>,
+    lateness: i64,
+    outputs: Outputs,
     handle: Option<KeyValueStoreHandle<Bytes, Bytes>>,
-    touched: Vec<Bytes>,
     scratch: Vec<u8>,
 }
 
-impl<K: Data, V: Data> Matcher<K, V> {
-    pub(crate) fn new(
-        nfa: Arc<Nfa<V>>,
-        store: String,
-        keys: Arc<dyn Serde<Value = K>>,
-        values: Arc<dyn Serde<Value = V>>,
-        lateness: i64,
-        outputs: Outputs,
-    ) -> Self {
-        Matcher {
-            nfa,
-            store,
-            keys,
-            values,
-            lateness,
-            outputs,
-            states: HashMap::default(),
-            deadlines: BinaryHeap::new(),
-            waiting: BinaryHeap::new(),
-            observed: None,
-            handle: None,
-            touched: Vec::new(),
-            scratch: Vec::new(),
+/// When keys need stream time's attention: when their first partial match times out and
+/// when their first waiting event is due, earliest first. An entry whose time is no longer
+/// its key's is stale and skipped: entries are added when a key's time changes, never
+/// searched for and removed.
+#[derive(Default)]
+struct Index {
+    deadlines: BinaryHeap<Reverse<(Timestamp, Bytes)>>,
+    waiting: BinaryHeap<Reverse<(Timestamp, u64, Bytes)>>,
+}
+
+impl Index {
+    /// Brings the index up to date with `entry`'s state.
+    fn update<K, V: Clone>(&mut self, nfa: &Nfa<V>, key: &Bytes, entry: &mut Keyed<K, V>) {
+        let deadline = entry.state.nfa.deadline(nfa);
+        if deadline != entry.deadline {
+            entry.deadline = deadline;
+            if let Some(d) = deadline {
+                self.deadlines.push(Reverse((d, key.clone())));
+            }
+        }
+        let first_waiting = entry.state.first_waiting();
+        if first_waiting != entry.first_waiting {
+            entry.first_waiting = first_waiting;
+            if let Some((t, a)) = first_waiting {
+                self.waiting.push(Reverse((t, a, key.clone())));
+            }
         }
     }
 
+    /// Whether a key's waiting event or deadline is due at `watermark`.
+    fn due(&self, watermark: Timestamp) -> bool {
+        self.deadlines
+            .peek()
+            .is_some_and(|Reverse((t, _))| *t <= watermark)
+            || self
+                .waiting
+                .peek()
+                .is_some_and(|Reverse((t, _, _))| *t <= watermark)
+    }
+}
+
+pub(crate) struct Matcher<K, V> {
+    shared: Shared<K, V>,
+    states: HashMap<Bytes, Keyed<K, V>, BuildHasherDefault<KeyHasher>>,
+    index: Index,
+    observed: Option<Timestamp>,
+    touched: Vec<Bytes>,
+}
+
+impl<K: Data, V: Data> Shared<K, V> {
     fn timeouts(&self) -> bool {
         matches!(self.outputs, Outputs::Split { .. })
     }
@@ -113,55 +129,97 @@ impl<K: Data, V: Data> Matcher<K, V> {
         Ok(())
     }
 
-    /// Brings the time indexes up to date with the key's state: when its first partial match
-    /// times out and when its first waiting event is due.
-    fn reindex(&mut self, key: &Bytes) {
-        let Some(entry) = self.states.get_mut(key) else {
-            return;
-        };
-        let deadline = entry.state.nfa.deadline(&self.nfa);
-        if deadline != entry.deadline {
-            entry.deadline = deadline;
-            if let Some(d) = deadline {
-                self.deadlines.push(Reverse((d, key.clone())));
-            }
-        }
-        let first_waiting = entry.state.first_waiting();
-        if first_waiting != entry.first_waiting {
-            entry.first_waiting = first_waiting;
-            if let Some((t, a)) = first_waiting {
-                self.waiting.push(Reverse((t, a, key.clone())));
-            }
-        }
-    }
-
-    /// Moves the key to `timestamp` and feeds it `value`.
+    /// Moves the key to `timestamp` (timing out what its window passed), then feeds it
+    /// `value`.
     fn run(
-        &mut self,
+        &self,
         ctx: &mut ProcessorContext<'_, K, PatternMatch<V>>,
-        key: &Bytes,
+        entry: &mut Keyed<K, V>,
         value: &V,
         timestamp: Timestamp,
     ) -> Result<(), StreamsError> {
-        let timeouts = self.timeouts();
-        let nfa = self.nfa.clone();
-        let Some(entry) = self.states.get_mut(key) else {
-            return Ok(());
-        };
-        let (matches, timed_out) = entry.state.nfa.advance_time(&nfa, timestamp, timeouts);
-        let found = entry.state.nfa.process(&nfa, value, timestamp);
-        let k = entry.key.clone();
+        self.advance(ctx, entry, timestamp)?;
+        for m in entry.state.nfa.process(&self.nfa, value, timestamp) {
+            self.emit(ctx, &entry.key, m, timestamp, false)?;
+        }
+        Ok(())
+    }
+
+    /// Moves the key to `timestamp`: its timed-out partial matches go, and a pending match
+    /// waiting for its window completes.
+    fn advance(
+        &self,
+        ctx: &mut ProcessorContext<'_, K, PatternMatch<V>>,
+        entry: &mut Keyed<K, V>,
+        timestamp: Timestamp,
+    ) -> Result<(), StreamsError> {
+        let (matches, timed_out) =
+            entry
+                .state
+                .nfa
+                .advance_time(&self.nfa, timestamp, self.timeouts());
         for m in matches {
-            self.emit(ctx, &k, m, timestamp, false)?;
+            self.emit(ctx, &entry.key, m, timestamp, false)?;
         }
         for (m, at) in timed_out {
-            self.emit(ctx, &k, m, at, true)?;
+            self.emit(ctx, &entry.key, m, at, true)?;
         }
-        for m in found {
-            self.emit(ctx, &k, m, timestamp, false)?;
-        }
-        self.reindex(key);
         Ok(())
+    }
+
+    /// Writes the key's state to the store; `true` when the key is back at its start and its
+    /// entry deleted (the caller drops it).
+    fn write(
+        &mut self,
+        ctx: &mut ProcessorContext<'_, K, PatternMatch<V>>,
+        key: &Bytes,
+        entry: &mut Keyed<K, V>,
+    ) -> Result<bool, StreamsError> {
+        let Some(handle) = &self.handle else {
+            return Ok(false);
+        };
+        if entry.state.nfa.is_idle(&self.nfa) && entry.state.waiting.is_empty() {
+            if entry.stored {
+                ctx.key_value_store(handle).put(key, None)?;
+            }
+            return Ok(true);
+        }
+        self.scratch.clear();
+        entry
+            .state
+            .encode(&*self.values, &self.store, &mut self.scratch)?;
+        let value = Bytes::copy_from_slice(&self.scratch);
+        ctx.key_value_store(handle).put(key, Some(&value))?;
+        entry.stored = true;
+        Ok(false)
+    }
+}
+
+impl<K: Data, V: Data> Matcher<K, V> {
+    pub(crate) fn new(
+        nfa: Arc<Nfa<V>>,
+        store: String,
+        keys: Arc<dyn Serde<Value = K>>,
+        values: Arc<dyn Serde<Value = V>>,
+        lateness: i64,
+        outputs: Outputs,
+    ) -> Self {
+        Matcher {
+            shared: Shared {
+                nfa,
+                store,
+                keys,
+                values,
+                lateness,
+                outputs,
+                handle: None,
+                scratch: Vec::new(),
+            },
+            states: HashMap::default(),
+            index: Index::default(),
+            observed: None,
+            touched: Vec::new(),
+        }
     }
 
     /// Matches the waiting events stream time has reached, oldest first.
@@ -170,27 +228,27 @@ impl<K: Data, V: Data> Matcher<K, V> {
         ctx: &mut ProcessorContext<'_, K, PatternMatch<V>>,
         watermark: Timestamp,
     ) -> Result<(), StreamsError> {
-        while let Some(Reverse((timestamp, arrival, key))) = self.waiting.peek().cloned() {
+        while let Some(Reverse((timestamp, arrival, key))) = self.index.waiting.peek().cloned() {
             if timestamp > watermark {
                 break;
             }
-            self.waiting.pop();
-            let current = self.states.get(&key).and_then(|e| e.first_waiting);
-            if current != Some((timestamp, arrival)) {
+            self.index.waiting.pop();
+            let Some(entry) = self.states.get_mut(&key) else {
+                continue;
+            };
+            if entry.first_waiting != Some((timestamp, arrival)) {
                 continue;
             }
-            while let Some(entry) = self.states.get_mut(&key) {
-                if entry
-                    .state
-                    .waiting
-                    .first()
-                    .is_none_or(|w| w.timestamp > watermark)
-                {
-                    break;
-                }
+            while entry
+                .state
+                .waiting
+                .first()
+                .is_some_and(|w| w.timestamp <= watermark)
+            {
                 let w = entry.state.waiting.remove(0);
-                self.run(ctx, &key, &w.value, w.timestamp)?;
+                self.shared.run(ctx, entry, &w.value, w.timestamp)?;
             }
+            self.index.update(&self.shared.nfa, &key, entry);
             self.touched.push(key);
         }
         Ok(())
@@ -202,89 +260,63 @@ impl<K: Data, V: Data> Matcher<K, V> {
         ctx: &mut ProcessorContext<'_, K, PatternMatch<V>>,
         watermark: Timestamp,
     ) -> Result<(), StreamsError> {
-        let timeouts = self.timeouts();
-        let nfa = self.nfa.clone();
-        while let Some(Reverse((deadline, key))) = self.deadlines.peek().cloned() {
+        while let Some(Reverse((deadline, key))) = self.index.deadlines.peek().cloned() {
             if deadline > watermark {
                 break;
             }
-            self.deadlines.pop();
+            self.index.deadlines.pop();
             let Some(entry) = self.states.get_mut(&key) else {
                 continue;
             };
             if entry.deadline != Some(deadline) {
                 continue;
             }
-            entry.deadline = None;
-            let (matches, timed_out) = entry.state.nfa.advance_time(&nfa, watermark, timeouts);
-            let k = entry.key.clone();
-            for m in matches {
-                self.emit(ctx, &k, m, watermark, false)?;
-            }
-            for (m, at) in timed_out {
-                self.emit(ctx, &k, m, at, true)?;
-            }
-            self.reindex(&key);
+            self.shared.advance(ctx, entry, watermark)?;
+            self.index.update(&self.shared.nfa, &key, entry);
             self.touched.push(key);
         }
         Ok(())
     }
 
-    /// Writes the touched keys' states to the store, deleting those back to the start state.
+    /// Writes the states of the keys stream time moved, deleting those back at their start.
     fn persist(
         &mut self,
         ctx: &mut ProcessorContext<'_, K, PatternMatch<V>>,
     ) -> Result<(), StreamsError> {
-        let Some(handle) = self.handle.clone() else {
-            return Ok(());
-        };
         let mut touched = std::mem::take(&mut self.touched);
         for key in touched.drain(..) {
             let Some(entry) = self.states.get_mut(&key) else {
                 continue;
             };
-            if entry.state.nfa.is_idle(&self.nfa) && entry.state.waiting.is_empty() {
-                if entry.stored {
-                    ctx.key_value_store(&handle).put(&key, None)?;
-                }
+            if self.shared.write(ctx, &key, entry)? {
                 self.states.remove(&key);
-                continue;
             }
-            self.scratch.clear();
-            entry
-                .state
-                .encode(&*self.values, &self.store, &mut self.scratch)?;
-            let value = Bytes::copy_from_slice(&self.scratch);
-            ctx.key_value_store(&handle).put(&key, Some(&value))?;
-            entry.stored = true;
         }
         self.touched = touched;
         Ok(())
     }
 
     fn restore(&mut self, key: Bytes, bytes: &[u8]) -> Result<(), SerdeError> {
-        let state = KeyState::decode(&*self.values, &self.store, bytes)?;
-        let states = self.nfa.states.len();
+        let shared = &self.shared;
+        let state = KeyState::decode(&*shared.values, &shared.store, bytes)?;
+        let states = shared.nfa.states.len();
         let known = |c: &super::nfa::Computation| usize::from(c.state) < states;
         if !state.nfa.partial.iter().all(known) || !state.nfa.completed.iter().all(known) {
             return Err(SerdeError::new(
                 "pattern state",
-                &self.store,
+                &shared.store,
                 "a state the pattern does not have (was the pattern changed?)",
             ));
         }
-        let k = self.keys.deserialize(&self.store, &key)?;
-        self.states.insert(
-            key.clone(),
-            Keyed {
-                key: k,
-                state,
-                stored: true,
-                deadline: None,
-                first_waiting: None,
-            },
-        );
-        self.reindex(&key);
+        let mut entry = Keyed {
+            key: shared.keys.deserialize(&shared.store, &key)?,
+            state,
+            stored: true,
+            deadline: None,
+            first_waiting: None,
+        };
+        self.index.update(&shared.nfa, &key, &mut entry);
+        self.states.insert(key, entry);
         Ok(())
     }
 }
@@ -294,12 +326,12 @@ impl<K: Data, V: Data> Processor<K, V, K, PatternMatch<V>> for Matcher<K, V> {
         &mut self,
         ctx: &mut ProcessorContext<'_, K, PatternMatch<V>>,
     ) -> Result<(), StreamsError> {
-        let handle = ctx.key_value_store_handle::<Bytes, Bytes>(&self.store)?;
+        let handle = ctx.key_value_store_handle::<Bytes, Bytes>(&self.shared.store)?;
         // What a restored store holds is every key's state.
         for (key, value) in ctx.key_value_store(&handle).all()? {
             self.restore(key, &value)?;
         }
-        self.handle = Some(handle);
+        self.shared.handle = Some(handle);
         Ok(())
     }
 
@@ -309,21 +341,22 @@ impl<K: Data, V: Data> Processor<K, V, K, PatternMatch<V>> for Matcher<K, V> {
         ctx: &mut ProcessorContext<'_, K, PatternMatch<V>>,
     ) -> Result<(), StreamsError> {
         let timestamp = r.timestamp;
+        let lateness = self.shared.lateness;
         if let Some(observed) = self.observed {
-            if timestamp < observed.saturating_sub(self.lateness) {
+            if timestamp < observed.saturating_sub(lateness) {
                 ctx.record_dropped();
                 return Ok(());
             }
         }
         let observed = self.observed.map_or(timestamp, |o| o.max(timestamp));
         self.observed = Some(observed);
-        let watermark = observed.saturating_sub(self.lateness);
-        let key = self.keys.serialize(&self.store, &r.key)?;
-        let nfa = self.nfa.clone();
+        let watermark = observed.saturating_sub(lateness);
+        let key = self.shared.keys.serialize(&self.shared.store, &r.key)?;
+        let nfa = &self.shared.nfa;
         let entry = self.states.entry(key.clone()).or_insert_with(|| Keyed {
             key: r.key,
             state: KeyState {
-                nfa: KeyNfa::new(&nfa),
+                nfa: KeyNfa::new(nfa),
                 waiting: Vec::new(),
                 next_arrival: 0,
             },
@@ -332,15 +365,20 @@ impl<K: Data, V: Data> Processor<K, V, K, PatternMatch<V>> for Matcher<K, V> {
             first_waiting: None,
         });
         if timestamp <= watermark && entry.state.waiting.is_empty() {
-            self.run(ctx, &key, &r.value, timestamp)?;
+            self.shared.run(ctx, entry, &r.value, timestamp)?;
         } else {
             entry.state.wait(r.value, timestamp);
-            self.reindex(&key);
         }
-        self.touched.push(key);
-        self.release_waiting(ctx, watermark)?;
-        self.expire(ctx, watermark)?;
-        self.persist(ctx)
+        self.index.update(&self.shared.nfa, &key, entry);
+        if self.shared.write(ctx, &key, entry)? {
+            self.states.remove(&key);
+        }
+        if self.index.due(watermark) {
+            self.release_waiting(ctx, watermark)?;
+            self.expire(ctx, watermark)?;
+            self.persist(ctx)?;
+        }
+        Ok(())
     }
 }
 
