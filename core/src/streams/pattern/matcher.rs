@@ -12,7 +12,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::compiler::Nfa;
-use super::nfa::KeyNfa;
+use super::nfa::{KeyNfa, Scratch};
 use super::output::PatternMatch;
 use super::state::KeyState;
 use crate::log::Timestamp;
@@ -36,6 +36,8 @@ struct Keyed<K, V> {
     /// Whether the store holds a value for the key.
     stored: bool,
     deadline: Option<Timestamp>,
+    /// The time of the key's entry in the deadline index: never later than its deadline.
+    scheduled: Option<Timestamp>,
     first_waiting: Option<(Timestamp, u64)>,
 }
 
@@ -49,12 +51,14 @@ struct Shared<K, V> {
     outputs: Outputs,
     handle: Option<KeyValueStoreHandle<Bytes, Bytes>>,
     scratch: Vec<u8>,
+    automaton: Scratch,
 }
 
 /// When keys need stream time's attention: when their first partial match times out and
-/// when their first waiting event is due, earliest first. An entry whose time is no longer
-/// its key's is stale and skipped: entries are added when a key's time changes, never
-/// searched for and removed.
+/// when their first waiting event is due, earliest first. Entries are never searched for and
+/// removed: a key's deadline entry is added when its deadline comes sooner than the one
+/// scheduled (a later deadline is rescheduled when the earlier entry comes up), and an entry
+/// no longer its key's is skipped.
 #[derive(Default)]
 struct Index {
     deadlines: BinaryHeap<Reverse<(Timestamp, Bytes)>>,
@@ -64,10 +68,10 @@ struct Index {
 impl Index {
     /// Brings the index up to date with `entry`'s state.
     fn update<K, V: Clone>(&mut self, nfa: &Nfa<V>, key: &Bytes, entry: &mut Keyed<K, V>) {
-        let deadline = entry.state.nfa.deadline(nfa);
-        if deadline != entry.deadline {
-            entry.deadline = deadline;
-            if let Some(d) = deadline {
+        entry.deadline = entry.state.nfa.deadline(nfa);
+        if let Some(d) = entry.deadline {
+            if entry.scheduled.is_none_or(|s| d < s) {
+                entry.scheduled = Some(d);
                 self.deadlines.push(Reverse((d, key.clone())));
             }
         }
@@ -132,14 +136,18 @@ impl<K: Data, V: Data> Shared<K, V> {
     /// Moves the key to `timestamp` (timing out what its window passed), then feeds it
     /// `value`.
     fn run(
-        &self,
+        &mut self,
         ctx: &mut ProcessorContext<'_, K, PatternMatch<V>>,
         entry: &mut Keyed<K, V>,
         value: &V,
         timestamp: Timestamp,
     ) -> Result<(), StreamsError> {
         self.advance(ctx, entry, timestamp)?;
-        for m in entry.state.nfa.process(&self.nfa, value, timestamp) {
+        let found = entry
+            .state
+            .nfa
+            .process(&self.nfa, &mut self.automaton, value, timestamp);
+        for m in found {
             self.emit(ctx, &entry.key, m, timestamp, false)?;
         }
         Ok(())
@@ -214,6 +222,7 @@ impl<K: Data, V: Data> Matcher<K, V> {
                 outputs,
                 handle: None,
                 scratch: Vec::new(),
+                automaton: Scratch::default(),
             },
             states: HashMap::default(),
             index: Index::default(),
@@ -268,8 +277,19 @@ impl<K: Data, V: Data> Matcher<K, V> {
             let Some(entry) = self.states.get_mut(&key) else {
                 continue;
             };
-            if entry.deadline != Some(deadline) {
+            if entry.scheduled != Some(deadline) {
                 continue;
+            }
+            entry.scheduled = None;
+            match entry.deadline {
+                Some(d) if d <= watermark => {}
+                Some(d) => {
+                    // The deadline moved later since it was scheduled.
+                    entry.scheduled = Some(d);
+                    self.index.deadlines.push(Reverse((d, key)));
+                    continue;
+                }
+                None => continue,
             }
             self.shared.advance(ctx, entry, watermark)?;
             self.index.update(&self.shared.nfa, &key, entry);
@@ -313,6 +333,7 @@ impl<K: Data, V: Data> Matcher<K, V> {
             state,
             stored: true,
             deadline: None,
+            scheduled: None,
             first_waiting: None,
         };
         self.index.update(&shared.nfa, &key, &mut entry);
@@ -362,6 +383,7 @@ impl<K: Data, V: Data> Processor<K, V, K, PatternMatch<V>> for Matcher<K, V> {
             },
             stored: false,
             deadline: None,
+            scheduled: None,
             first_waiting: None,
         });
         if timestamp <= watermark && entry.state.waiting.is_empty() {

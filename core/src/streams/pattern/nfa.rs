@@ -68,6 +68,15 @@ pub(crate) struct KeyNfa<V> {
     pub(crate) buffer: SharedBuffer<V>,
 }
 
+/// Vectors the automaton reuses from event to event instead of allocating them anew.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    edges: Vec<(usize, usize)>,
+    stack: Vec<usize>,
+    next: Vec<Computation>,
+    retain: Vec<Computation>,
+}
+
 /// The event being processed, registered in the buffer the first time a step takes it.
 struct Incoming<'e, V> {
     value: &'e V,
@@ -118,6 +127,7 @@ impl<V: Clone> KeyNfa<V> {
     pub(crate) fn process(
         &mut self,
         nfa: &Nfa<V>,
+        scratch: &mut Scratch,
         event: &V,
         timestamp: Timestamp,
     ) -> Vec<PatternMatch<V>> {
@@ -129,11 +139,12 @@ impl<V: Clone> KeyNfa<V> {
         let mut partials = JavaHeap::default();
         let mut potential = JavaHeap::default();
         let current = std::mem::take(&mut self.partial);
+        let mut next = std::mem::take(&mut scratch.next);
+        let mut retain = std::mem::take(&mut scratch.retain);
         for computation in current.iter() {
-            let next = self.compute_next_states(nfa, computation, &mut incoming);
-            let mut retain = Vec::new();
+            self.compute_next_states(nfa, scratch, computation, &mut incoming, &mut next);
             let mut discard = false;
-            for state in next {
+            for state in next.drain(..) {
                 match nfa.states[usize::from(state.state)].kind {
                     Kind::Final => potential.push(state),
                     Kind::Stop => {
@@ -146,17 +157,19 @@ impl<V: Clone> KeyNfa<V> {
                 }
             }
             if discard {
-                for state in retain {
+                for state in retain.drain(..) {
                     if let Some(previous) = state.previous {
                         self.buffer.release_node(previous, &state.version);
                     }
                 }
             } else {
-                for state in retain {
+                for state in retain.drain(..) {
                     partials.push(state);
                 }
             }
         }
+        scratch.next = next;
+        scratch.retain = retain;
         let mut result = Vec::new();
         self.complete(nfa, potential, &mut partials, &mut result);
         self.partial = partials;
@@ -319,23 +332,33 @@ impl<V: Clone> KeyNfa<V> {
         matches.remove_where(prune);
     }
 
+    /// The partial matches `computation` becomes with the event, into `result`.
     fn compute_next_states(
         &mut self,
         nfa: &Nfa<V>,
+        scratch: &mut Scratch,
         computation: &Computation,
         incoming: &mut Incoming<'_, V>,
-    ) -> Vec<Computation> {
+        result: &mut Vec<Computation>,
+    ) {
         let state = usize::from(computation.state);
         let is_start = nfa.states[state].kind == Kind::Start;
-        let (edges, takes, ignores) = {
+        let mut edges = std::mem::take(&mut scratch.edges);
+        let (takes, ignores) = {
             let ctx = self.context(nfa, computation, incoming.timestamp);
-            decision_graph(nfa, state, incoming.value, &ctx)
+            decision_graph(
+                nfa,
+                state,
+                incoming.value,
+                &ctx,
+                &mut edges,
+                &mut scratch.stack,
+            )
         };
         let mut takes_to_visit = takes.saturating_sub(1);
         let mut ignores_to_visit = ignores;
         let takes_to_skip = takes.saturating_sub(1);
-        let mut result = Vec::new();
-        for (from, t) in edges {
+        for &(from, t) in &edges {
             let transition = &nfa.states[from].transitions[t];
             match transition.action {
                 Action::Ignore => {
@@ -353,7 +376,7 @@ impl<V: Clone> KeyNfa<V> {
                         v
                     };
                     self.add_state(
-                        &mut result,
+                        result,
                         Computation {
                             state: index(transition.target),
                             version,
@@ -393,12 +416,14 @@ impl<V: Clone> KeyNfa<V> {
                         start_event,
                     };
                     let target = transition.target;
-                    self.add_state(&mut result, next.clone());
+                    self.add_state(result, next.clone());
                     let ctx = self.context(nfa, computation, incoming.timestamp);
-                    if let Some(end) = final_after_proceed(nfa, target, incoming.value, &ctx) {
-                        drop(ctx);
+                    let end =
+                        final_after_proceed(nfa, target, incoming.value, &ctx, &mut scratch.stack);
+                    drop(ctx);
+                    if let Some(end) = end {
                         self.add_state(
-                            &mut result,
+                            result,
                             Computation {
                                 state: index(end),
                                 ..next
@@ -416,7 +441,8 @@ impl<V: Clone> KeyNfa<V> {
         if let Some(previous) = computation.previous {
             self.buffer.release_node(previous, &computation.version);
         }
-        result
+        edges.clear();
+        scratch.edges = edges;
     }
 
     fn add_state(&mut self, result: &mut Vec<Computation>, state: Computation) {
@@ -460,10 +486,12 @@ fn decision_graph<V>(
     state: usize,
     event: &V,
     ctx: &Context<'_, V>,
-) -> (Vec<(usize, usize)>, u32, u32) {
-    let mut edges = Vec::new();
+    edges: &mut Vec<(usize, usize)>,
+    stack: &mut Vec<usize>,
+) -> (u32, u32) {
     let (mut takes, mut ignores) = (0u32, 0u32);
-    let mut stack = vec![state];
+    stack.clear();
+    stack.push(state);
     while let Some(current) = stack.pop() {
         for (i, t) in nfa.states[current].transitions.iter().enumerate() {
             if !t.guard.holds(event, ctx) {
@@ -485,7 +513,7 @@ fn decision_graph<V>(
             }
         }
     }
-    (edges, takes, ignores)
+    (takes, ignores)
 }
 
 /// The final state reached from `state` by proceed transitions alone, if any.
@@ -494,8 +522,10 @@ fn final_after_proceed<V>(
     state: usize,
     event: &V,
     ctx: &Context<'_, V>,
+    stack: &mut Vec<usize>,
 ) -> Option<usize> {
-    let mut stack = vec![state];
+    stack.clear();
+    stack.push(state);
     while let Some(current) = stack.pop() {
         for t in &nfa.states[current].transitions {
             if t.action == Action::Proceed && t.guard.holds(event, ctx) {

@@ -159,7 +159,7 @@ mod buffer_release {
     use proptest::prelude::*;
 
     use super::super::compile;
-    use super::super::nfa::KeyNfa;
+    use super::super::nfa::{KeyNfa, Scratch};
     use super::*;
 
     fn patterns() -> Vec<Pattern<String>> {
@@ -195,12 +195,13 @@ mod buffer_release {
             for pattern in patterns() {
                 let nfa = compile(&pattern).unwrap();
                 let mut key = KeyNfa::new(&nfa);
+                let mut scratch = Scratch::default();
                 let mut t = 0;
                 for (kind, gap) in kinds.iter().zip(&gaps) {
                     t += gap;
                     let event = ["a", "b", "c", "x"][usize::from(*kind)].to_string();
                     key.advance_time(&nfa, t, true);
-                    key.process(&nfa, &event, t);
+                    key.process(&nfa, &mut scratch, &event, t);
                     if key.is_idle(&nfa) {
                         prop_assert!(key.buffer.is_empty());
                     }
