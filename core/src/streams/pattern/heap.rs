@@ -95,11 +95,8 @@ impl<T: HeapOrder> JavaHeap<T> {
     }
 
     fn heapify(&mut self) {
-        let n = self.items.len();
-        let mut i = (n >> 1) as isize - 1;
-        while i >= 0 {
-            self.sift_down(i as usize);
-            i -= 1;
+        for i in (0..self.items.len() >> 1).rev() {
+            self.sift_down(i);
         }
     }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::compiler::Nfa;
+use super::automaton::Nfa;
 use super::nfa::{KeyNfa, Scratch};
 use super::output::PatternMatch;
 use super::state::KeyState;

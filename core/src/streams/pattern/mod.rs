@@ -10,6 +10,7 @@
 //! which matches leave are Flink CEP's, and are held to it by a reference catalog run beside
 //! Flink.
 
+mod automaton;
 mod buffer;
 mod builder;
 mod compiler;

@@ -8,9 +8,9 @@ use std::cmp::Ordering;
 
 use serde::{Deserialize, Serialize};
 
+use super::automaton::{Action, Kind, Nfa};
 use super::buffer::{EventId, NodeId, Path, SharedBuffer};
 use super::builder::AfterMatchSkip;
-use super::compiler::{Action, Kind, Nfa};
 use super::condition::Context;
 use super::heap::{HeapOrder, JavaHeap};
 use super::output::{MatchedEvent, PatternMatch};

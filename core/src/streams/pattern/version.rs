@@ -38,7 +38,7 @@ impl Version {
             let mut inline = [0; INLINE];
             inline[..digits.len()].copy_from_slice(digits);
             Version::Inline {
-                len: digits.len() as u8,
+                len: u8::try_from(digits.len()).unwrap_or(u8::MAX),
                 digits: inline,
             }
         } else {
