@@ -11,11 +11,14 @@
 
 use bytes::Bytes;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
-use serde::{Deserialize, Serialize, Serializer};
+use serde::Deserialize;
+#[cfg(test)]
+use serde::{Serialize, Serializer};
 
-use super::buffer::{Event, EventId, Node, SharedBuffer};
+use super::buffer::{Event, EventId, Node, NodeId, SharedBuffer};
 use super::heap::JavaHeap;
 use super::nfa::{Computation, KeyNfa};
+use super::version::Version;
 use crate::log::Timestamp;
 use crate::serde::{Serde, SerdeError};
 
@@ -65,8 +68,10 @@ impl<V> KeyState<V> {
 }
 
 /// Bytes written as bincode bytes (a length, then the bytes), not as a sequence of numbers.
+#[cfg(test)]
 struct Raw<'a>(&'a [u8]);
 
+#[cfg(test)]
 impl Serialize for Raw<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_bytes(self.0)
@@ -102,6 +107,9 @@ impl<'de> Deserialize<'de> for Owned {
     }
 }
 
+/// The layout as a serde type: what the hand-written encoder must write, byte for byte (a
+/// test checks it).
+#[cfg(test)]
 #[derive(Serialize)]
 struct StoredRef<'a> {
     partial: &'a [Computation],
@@ -122,6 +130,90 @@ struct Stored {
     next_seq: u32,
     waiting: Vec<(Timestamp, u64, Owned)>,
     next_arrival: u64,
+}
+
+/// Writes the state as bincode's standard configuration does (little-endian, integers as
+/// varints, signed ones zigzagged, lengths before sequences and bytes, a byte before an
+/// option), without serde's per-field dispatch or the intermediate vectors it would need.
+struct Writer<'a>(&'a mut Vec<u8>);
+
+impl Writer<'_> {
+    fn unsigned(&mut self, v: u64) {
+        match v {
+            0..=250 => self.0.push(v as u8),
+            251..=0xffff => {
+                self.0.push(251);
+                self.0.extend_from_slice(&(v as u16).to_le_bytes());
+            }
+            0x1_0000..=0xffff_ffff => {
+                self.0.push(252);
+                self.0.extend_from_slice(&(v as u32).to_le_bytes());
+            }
+            _ => {
+                self.0.push(253);
+                self.0.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+
+    fn signed(&mut self, v: i64) {
+        self.unsigned(((v << 1) ^ (v >> 63)) as u64);
+    }
+
+    fn len(&mut self, n: usize) {
+        self.unsigned(n as u64);
+    }
+
+    fn bytes(&mut self, b: &[u8]) {
+        self.len(b.len());
+        self.0.extend_from_slice(b);
+    }
+
+    fn event_id(&mut self, id: EventId) {
+        self.signed(id.timestamp);
+        self.unsigned(u64::from(id.seq));
+    }
+
+    fn node_id(&mut self, id: NodeId) {
+        self.event_id(id.event);
+        self.unsigned(u64::from(id.page));
+    }
+
+    fn option_node(&mut self, id: Option<NodeId>) {
+        match id {
+            None => self.0.push(0),
+            Some(id) => {
+                self.0.push(1);
+                self.node_id(id);
+            }
+        }
+    }
+
+    fn version(&mut self, v: &Version) {
+        let digits = v.digits();
+        self.len(digits.len());
+        for &d in digits {
+            self.unsigned(u64::from(d));
+        }
+    }
+
+    fn computations(&mut self, all: &[Computation]) {
+        self.len(all.len());
+        for c in all {
+            self.unsigned(u64::from(c.state));
+            self.option_node(c.previous);
+            self.version(&c.version);
+            self.signed(c.start_timestamp);
+            self.signed(c.previous_timestamp);
+            match c.start_event {
+                None => self.0.push(0),
+                Some(e) => {
+                    self.0.push(1);
+                    self.event_id(e);
+                }
+            }
+        }
+    }
 }
 
 fn raw(bytes: &Option<Bytes>) -> &[u8] {
@@ -154,28 +246,35 @@ impl<V: 'static> KeyState<V> {
         for w in &mut self.waiting {
             bytes_of(values, store, &w.value, &mut w.bytes)?;
         }
-        let stored = StoredRef {
-            partial: self.nfa.partial.as_slice(),
-            completed: self.nfa.completed.as_slice(),
-            events: self
-                .nfa
-                .buffer
-                .events
-                .iter()
-                .map(|e| (e.id, e.locks, Raw(raw(&e.bytes))))
-                .collect(),
-            nodes: &self.nfa.buffer.nodes,
-            next_seq: self.nfa.buffer.next_seq,
-            waiting: self
-                .waiting
-                .iter()
-                .map(|w| (w.timestamp, w.arrival, Raw(raw(&w.bytes))))
-                .collect(),
-            next_arrival: self.next_arrival,
-        };
         out.push(FORMAT);
-        bincode::serde::encode_into_std_write(&stored, out, bincode::config::standard())
-            .map_err(|e| SerdeError::new("pattern state", store, e.to_string()))?;
+        let w = &mut Writer(out);
+        w.computations(self.nfa.partial.as_slice());
+        w.computations(self.nfa.completed.as_slice());
+        w.len(self.nfa.buffer.events.len());
+        for e in &self.nfa.buffer.events {
+            w.event_id(e.id);
+            w.unsigned(u64::from(e.locks));
+            w.bytes(raw(&e.bytes));
+        }
+        w.len(self.nfa.buffer.nodes.len());
+        for n in &self.nfa.buffer.nodes {
+            w.node_id(n.id);
+            w.unsigned(u64::from(n.locks));
+            w.len(n.edges.len());
+            for edge in &n.edges {
+                w.option_node(edge.target);
+                w.version(&edge.version);
+                w.unsigned(u64::from(edge.locks));
+            }
+        }
+        w.unsigned(u64::from(self.nfa.buffer.next_seq));
+        w.len(self.waiting.len());
+        for waiting in &self.waiting {
+            w.signed(waiting.timestamp);
+            w.unsigned(waiting.arrival);
+            w.bytes(raw(&waiting.bytes));
+        }
+        w.unsigned(self.next_arrival);
         Ok(())
     }
 
@@ -229,5 +328,71 @@ impl<V: 'static> KeyState<V> {
             waiting,
             next_arrival: stored.next_arrival,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serde::StringSerde;
+    use crate::streams::pattern::compile;
+    use crate::streams::pattern::nfa::Scratch;
+    use crate::streams::pattern::Pattern;
+
+    /// The hand-written encoder writes exactly what bincode writes for the serde layout, and
+    /// a state read back encodes to the same bytes.
+    #[test]
+    fn the_encoder_writes_bincodes_layout_and_states_read_back_alike() {
+        let pattern = Pattern::<String>::begin("a")
+            .where_(|e| e.starts_with('a'))
+            .followed_by_any("b")
+            .where_(|e| e.starts_with('b'))
+            .one_or_more()
+            .within(std::time::Duration::from_secs(1_000_000));
+        let nfa = compile(&pattern).unwrap();
+        let mut state = KeyState {
+            nfa: KeyNfa::new(&nfa),
+            waiting: Vec::new(),
+            next_arrival: 0,
+        };
+        let mut scratch = Scratch::default();
+        for (i, e) in ["a", "b", "x", "a", "b", "b"].iter().enumerate() {
+            let t = i64::try_from(i).unwrap() * 70_000 - 300;
+            state.nfa.process(&nfa, &mut scratch, &e.to_string(), t);
+        }
+        state.wait("later".to_string(), 9_000_000_000);
+        state.wait("b-late".to_string(), -5);
+        assert!(state.nfa.buffer.events.len() > 2 && state.nfa.buffer.nodes.len() > 2);
+        let mut ours = Vec::new();
+        state.encode(&StringSerde, "s", &mut ours).unwrap();
+        let stored = StoredRef {
+            partial: state.nfa.partial.as_slice(),
+            completed: state.nfa.completed.as_slice(),
+            events: state
+                .nfa
+                .buffer
+                .events
+                .iter()
+                .map(|e| (e.id, e.locks, Raw(raw(&e.bytes))))
+                .collect(),
+            nodes: &state.nfa.buffer.nodes,
+            next_seq: state.nfa.buffer.next_seq,
+            waiting: state
+                .waiting
+                .iter()
+                .map(|w| (w.timestamp, w.arrival, Raw(raw(&w.bytes))))
+                .collect(),
+            next_arrival: state.next_arrival,
+        };
+        let mut theirs = vec![FORMAT];
+        bincode::serde::encode_into_std_write(&stored, &mut theirs, bincode::config::standard())
+            .unwrap();
+        assert_eq!(ours, theirs);
+        let mut back = KeyState::decode(&StringSerde, "s", &ours).unwrap();
+        let mut again = Vec::new();
+        back.encode(&StringSerde, "s", &mut again).unwrap();
+        assert_eq!(again, ours);
+        assert!(KeyState::<String>::decode(&StringSerde, "s", &ours[..ours.len() - 1]).is_err());
+        assert!(KeyState::<String>::decode(&StringSerde, "s", &[2]).is_err());
     }
 }

@@ -46,7 +46,8 @@ impl Version {
         }
     }
 
-    fn digits(&self) -> &[u32] {
+    /// The digits, first to last.
+    pub(crate) fn digits(&self) -> &[u32] {
         match self {
             Version::Inline { len, digits } => &digits[..usize::from(*len)],
             Version::Heap(digits) => digits,
