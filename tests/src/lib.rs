@@ -278,6 +278,31 @@ impl TestBroker {
         topic
     }
 
+    /// A consumer of `topic`'s committed records (read-committed), on every partition from
+    /// the start: what a test reads an application's output with.
+    pub async fn committed_reader(&self, topic: &str) -> eddy::client::Consumer {
+        use eddy::client::{Consumer, ConsumerConfig, IsolationLevel, OffsetReset};
+        let mut consumer = Consumer::new(
+            ConsumerConfig::new(self.bootstrap())
+                .auto_offset_reset(OffsetReset::Earliest)
+                .isolation_level(IsolationLevel::ReadCommitted),
+        )
+        .expect("a consumer");
+        let partitions = consumer
+            .partition_count(topic)
+            .await
+            .expect("the topic's partitions");
+        let all: Vec<_> = (0..partitions)
+            .map(|p| eddy::log::TopicPartition::new(topic, p))
+            .collect();
+        consumer.assign(&all).expect("assigned");
+        consumer
+            .seek_to_beginning(&all)
+            .await
+            .expect("at the start");
+        consumer
+    }
+
     /// A name no other test run used: tests against a shared external broker must not meet
     /// each other's topics and groups.
     pub fn unique(&self, name: &str) -> String {

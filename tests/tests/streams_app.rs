@@ -8,9 +8,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use eddy::app::{Bootstrap, ProcessingGuarantee, State, Streams, StreamsConfig};
-use eddy::client::{
-    Consumer, ConsumerConfig, IsolationLevel, OffsetReset, Producer, ProducerConfig, ProducerRecord,
-};
+use eddy::client::{Producer, ProducerConfig, ProducerRecord};
 use eddy::serde::{I64Serde, Nullable, StringSerde};
 use eddy::streams::{Consumed, Grouped, Materialized, Produced, StreamsBuilder, Topology};
 use eddy_tests::{wait_for_state, TestBroker};
@@ -57,18 +55,7 @@ async fn latest_counts(
     topic: &str,
     expected: &BTreeMap<String, i64>,
 ) -> BTreeMap<String, i64> {
-    let mut consumer = Consumer::new(
-        ConsumerConfig::new(broker.bootstrap())
-            .auto_offset_reset(OffsetReset::Earliest)
-            .isolation_level(IsolationLevel::ReadCommitted),
-    )
-    .unwrap();
-    let partitions = consumer.partition_count(topic).await.unwrap();
-    let all: Vec<_> = (0..partitions)
-        .map(|p| eddy::log::TopicPartition::new(topic, p))
-        .collect();
-    consumer.assign(&all).unwrap();
-    consumer.seek_to_beginning(&all).await.unwrap();
+    let mut consumer = broker.committed_reader(topic).await;
     let mut latest = BTreeMap::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     while &latest != expected && Instant::now() < deadline {

@@ -6,9 +6,7 @@
 use std::time::{Duration, Instant};
 
 use eddy::app::{Bootstrap, ProcessingGuarantee, State, Streams, StreamsConfig};
-use eddy::client::{
-    Consumer, ConsumerConfig, IsolationLevel, OffsetReset, Producer, ProducerConfig, ProducerRecord,
-};
+use eddy::client::{Producer, ProducerConfig, ProducerRecord};
 use eddy::serde::StringSerde;
 use eddy::streams::pattern::PatternMatch;
 use eddy::streams::{Consumed, Materialized, Produced, StreamsBuilder, Topology};
@@ -63,18 +61,7 @@ async fn produce(broker: &TestBroker, topic: &str, events: &[Event]) {
 
 /// Reads `topic` (committed records only) until it holds `count` records.
 async fn read(broker: &TestBroker, topic: &str, count: usize) -> Vec<(String, String)> {
-    let mut consumer = Consumer::new(
-        ConsumerConfig::new(broker.bootstrap())
-            .auto_offset_reset(OffsetReset::Earliest)
-            .isolation_level(IsolationLevel::ReadCommitted),
-    )
-    .unwrap();
-    let partitions = consumer.partition_count(topic).await.unwrap();
-    let all: Vec<_> = (0..partitions)
-        .map(|p| eddy::log::TopicPartition::new(topic, p))
-        .collect();
-    consumer.assign(&all).unwrap();
-    consumer.seek_to_beginning(&all).await.unwrap();
+    let mut consumer = broker.committed_reader(topic).await;
     let mut found = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     while found.len() < count && Instant::now() < deadline {
