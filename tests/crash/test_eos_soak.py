@@ -131,6 +131,8 @@ def test_a_killed_instance_restores_only_the_changelog_tail(kind, tmp_path):
             assert time.monotonic() < deadline, app.tail()
             time.sleep(0.2)
         app.kill()
+        # What a full restore would read: every changelog offset written before the kill.
+        at_kill = changelog_records(broker.bootstrap)
         before = restored_records(app.log_path.read_text(errors="replace"))
         app.start()
         driver.join(120)
@@ -142,9 +144,12 @@ def test_a_killed_instance_restores_only_the_changelog_tail(kind, tmp_path):
         assert app.terminate() == 0, app.tail()
         restored = restored_records(app.log_path.read_text(errors="replace")) - before
         size = changelog_records(broker.bootstrap)
-        print(f"{kind}: restored {restored} of {size} changelog offsets after the kill")
-        assert size > 30_000
-        assert restored < size // 10, f"restored {restored} of {size} (seed {seed})"
+        print(f"{kind}: restored {restored} of the {at_kill} changelog offsets written before "
+              f"the kill ({size} at the end)")
+        assert at_kill > 15_000 and size > 30_000
+        # A tail, not a full restore: on a loaded machine checkpoints lag by a few of their
+        # intervals, still far from all that was written.
+        assert restored < at_kill // 3, f"restored {restored} of {at_kill} (seed {seed})"
         verify(broker.bootstrap, PARTITIONS, records, seed)
     finally:
         app.close()

@@ -4,11 +4,11 @@
 //! following edges of compatible versions. Events, nodes and edges are reference counted as
 //! Flink counts them, and go when the last partial match holding them does.
 
-use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::version::Version;
 use crate::log::Timestamp;
+use crate::streams::store::small_bytes::SmallValue;
 
 /// An event of the buffer: its timestamp, then its place among the key's events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -24,12 +24,12 @@ pub(crate) struct NodeId {
     pub(crate) page: u16,
 }
 
-/// A stored event: the value, its serialized form once made (what the store keeps) and its
-/// locks.
+/// A stored event: the value, its serialized form once made (what the store keeps; short
+/// ones inline) and its locks.
 pub(crate) struct Event<V> {
     pub(crate) id: EventId,
     pub(crate) value: V,
-    pub(crate) bytes: Option<Bytes>,
+    pub(crate) bytes: Option<SmallValue>,
     pub(crate) locks: u32,
 }
 
@@ -84,6 +84,13 @@ impl<V> SharedBuffer<V> {
     #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.events.is_empty() && self.nodes.is_empty()
+    }
+
+    /// Empties the buffer, its room kept.
+    pub(crate) fn clear(&mut self) {
+        self.events.clear();
+        self.nodes.clear();
+        self.next_seq = 0;
     }
 
     /// Stores an event with one lock (the caller's, released when it is done with it).
@@ -160,10 +167,13 @@ impl<V> SharedBuffer<V> {
         }
     }
 
-    /// Releases a node locked under `version`, and what only it held.
+    /// Releases a node locked under `version`, and what only it held (a node missing ends
+    /// the release, as in Flink). Most releases follow one chain of edges back, without
+    /// allocating; a second edge released at a node puts the first in a vector.
     pub(crate) fn release_node(&mut self, id: NodeId, version: &Version) {
-        let mut pending = vec![(id, version.clone())];
-        while let Some((id, version)) = pending.pop() {
+        let mut next = Some((id, version.clone()));
+        let mut more: Vec<(NodeId, Version)> = Vec::new();
+        while let Some((id, version)) = next.take().or_else(|| more.pop()) {
             let Some(index) = self.nodes.iter().position(|n| n.id == id) else {
                 break;
             };
@@ -174,7 +184,10 @@ impl<V> SharedBuffer<V> {
                 if version.is_compatible_with(&edge.version) && release(&mut edge.locks) {
                     let edge = node.edges.remove(i);
                     if let Some(target) = edge.target {
-                        pending.push((target, edge.version));
+                        // Last found, first released, as Flink's stack releases them.
+                        if let Some(earlier) = next.replace((target, edge.version)) {
+                            more.push(earlier);
+                        }
                     }
                     continue;
                 }

@@ -94,6 +94,12 @@ impl<T: HeapOrder> JavaHeap<T> {
         JavaHeap { items }
     }
 
+    /// The heap's vector, emptied: its room kept for another heap.
+    pub(crate) fn into_emptied(mut self) -> Vec<T> {
+        self.items.clear();
+        self.items
+    }
+
     fn heapify(&mut self) {
         for i in (0..self.items.len() >> 1).rev() {
             self.sift_down(i);

@@ -5,6 +5,7 @@
 //! is covered by exactly-once like any store) and is read back whole when the task starts.
 
 use std::cmp::Reverse;
+use std::collections::hash_map::Entry;
 use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use crate::log::Timestamp;
 use crate::serde::{Serde, SerdeError};
 use crate::streams::processor::{Data, KeyValueStoreHandle, Processor, ProcessorContext};
 use crate::streams::record::Record;
+use crate::streams::store::small_bytes::SmallKey;
 use crate::streams::StreamsError;
 
 /// Where the processor sends what it finds.
@@ -50,9 +52,16 @@ struct Shared<K, V> {
     lateness: i64,
     outputs: Outputs,
     handle: Option<KeyValueStoreHandle<Bytes, Bytes>>,
+    /// Where a record's key and a key's state are serialized.
+    key: Vec<u8>,
     scratch: Vec<u8>,
     automaton: Scratch,
+    /// States of keys gone back to their start, emptied, their room kept for new keys.
+    spare: Vec<KeyState<V>>,
 }
+
+/// The most emptied key states kept for reuse.
+const SPARE: usize = 64;
 
 /// When keys need stream time's attention: when their first partial match times out and
 /// when their first waiting event is due, earliest first. Entries are never searched for and
@@ -61,13 +70,13 @@ struct Shared<K, V> {
 /// no longer its key's is skipped.
 #[derive(Default)]
 struct Index {
-    deadlines: BinaryHeap<Reverse<(Timestamp, Bytes)>>,
-    waiting: BinaryHeap<Reverse<(Timestamp, u64, Bytes)>>,
+    deadlines: BinaryHeap<Reverse<(Timestamp, SmallKey)>>,
+    waiting: BinaryHeap<Reverse<(Timestamp, u64, SmallKey)>>,
 }
 
 impl Index {
     /// Brings the index up to date with `entry`'s state.
-    fn update<K, V: Clone>(&mut self, nfa: &Nfa<V>, key: &Bytes, entry: &mut Keyed<K, V>) {
+    fn update<K, V: Clone>(&mut self, nfa: &Nfa<V>, key: &SmallKey, entry: &mut Keyed<K, V>) {
         entry.deadline = entry.state.nfa.deadline(nfa);
         if let Some(d) = entry.deadline {
             if entry.scheduled.is_none_or(|s| d < s) {
@@ -98,10 +107,12 @@ impl Index {
 
 pub(crate) struct Matcher<K, V> {
     shared: Shared<K, V>,
-    states: HashMap<Bytes, Keyed<K, V>, BuildHasherDefault<KeyHasher>>,
+    /// The keys' states by the keys' bytes, held inline when short, so that a lookup
+    /// compares keys without following a pointer.
+    states: HashMap<SmallKey, Keyed<K, V>, BuildHasherDefault<KeyHasher>>,
     index: Index,
     observed: Option<Timestamp>,
-    touched: Vec<Bytes>,
+    touched: Vec<SmallKey>,
 }
 
 impl<K: Data, V: Data> Shared<K, V> {
@@ -176,11 +187,11 @@ impl<K: Data, V: Data> Shared<K, V> {
     }
 
     /// Writes the key's state to the store; `true` when the key is back at its start and its
-    /// entry deleted (the caller drops it).
+    /// entry deleted (the caller drops it, with [`Shared::recycle`]).
     fn write(
         &mut self,
         ctx: &mut ProcessorContext<'_, K, PatternMatch<V>>,
-        key: &Bytes,
+        key: &SmallKey,
         entry: &mut Keyed<K, V>,
     ) -> Result<bool, StreamsError> {
         let Some(handle) = &self.handle else {
@@ -188,7 +199,9 @@ impl<K: Data, V: Data> Shared<K, V> {
         };
         if entry.state.nfa.is_idle(&self.nfa) && entry.state.waiting.is_empty() {
             if entry.stored {
-                ctx.key_value_store(handle).put(key, None)?;
+                ctx.key_value_store(handle)
+                    .bytes()
+                    .put_slice(key.as_slice(), None);
             }
             return Ok(true);
         }
@@ -196,10 +209,29 @@ impl<K: Data, V: Data> Shared<K, V> {
         entry
             .state
             .encode(&*self.values, &self.store, &mut self.scratch)?;
-        let value = Bytes::copy_from_slice(&self.scratch);
-        ctx.key_value_store(handle).put(key, Some(&value))?;
+        ctx.key_value_store(handle)
+            .bytes()
+            .put_slice(key.as_slice(), Some(&self.scratch));
         entry.stored = true;
         Ok(false)
+    }
+
+    /// Keeps the state of a key gone back to its start for a new key.
+    fn recycle(&mut self, entry: Keyed<K, V>) {
+        if self.spare.len() < SPARE {
+            let mut state = entry.state;
+            state.clear(&self.nfa);
+            self.spare.push(state);
+        }
+    }
+
+    /// A new key's state: the start state alone.
+    fn fresh(&mut self) -> KeyState<V> {
+        self.spare.pop().unwrap_or_else(|| KeyState {
+            nfa: KeyNfa::new(&self.nfa),
+            waiting: Vec::new(),
+            next_arrival: 0,
+        })
     }
 }
 
@@ -221,8 +253,10 @@ impl<K: Data, V: Data> Matcher<K, V> {
                 lateness,
                 outputs,
                 handle: None,
+                key: Vec::new(),
                 scratch: Vec::new(),
                 automaton: Scratch::default(),
+                spare: Vec::new(),
             },
             states: HashMap::default(),
             index: Index::default(),
@@ -309,14 +343,16 @@ impl<K: Data, V: Data> Matcher<K, V> {
                 continue;
             };
             if self.shared.write(ctx, &key, entry)? {
-                self.states.remove(&key);
+                if let Some(entry) = self.states.remove(&key) {
+                    self.shared.recycle(entry);
+                }
             }
         }
         self.touched = touched;
         Ok(())
     }
 
-    fn restore(&mut self, key: Bytes, bytes: &[u8]) -> Result<(), SerdeError> {
+    fn restore(&mut self, key: &[u8], bytes: &[u8]) -> Result<(), SerdeError> {
         let shared = &self.shared;
         let state = KeyState::decode(&*shared.values, &shared.store, bytes)?;
         let states = shared.nfa.states.len();
@@ -329,13 +365,14 @@ impl<K: Data, V: Data> Matcher<K, V> {
             ));
         }
         let mut entry = Keyed {
-            key: shared.keys.deserialize(&shared.store, &key)?,
+            key: shared.keys.deserialize(&shared.store, key)?,
             state,
             stored: true,
             deadline: None,
             scheduled: None,
             first_waiting: None,
         };
+        let key = SmallKey::copy(key);
         self.index.update(&shared.nfa, &key, &mut entry);
         self.states.insert(key, entry);
         Ok(())
@@ -350,7 +387,7 @@ impl<K: Data, V: Data> Processor<K, V, K, PatternMatch<V>> for Matcher<K, V> {
         let handle = ctx.key_value_store_handle::<Bytes, Bytes>(&self.shared.store)?;
         // What a restored store holds is every key's state.
         for (key, value) in ctx.key_value_store(&handle).all()? {
-            self.restore(key, &value)?;
+            self.restore(&key, &value)?;
         }
         self.shared.handle = Some(handle);
         Ok(())
@@ -372,28 +409,33 @@ impl<K: Data, V: Data> Processor<K, V, K, PatternMatch<V>> for Matcher<K, V> {
         let observed = self.observed.map_or(timestamp, |o| o.max(timestamp));
         self.observed = Some(observed);
         let watermark = observed.saturating_sub(lateness);
-        let key = self.shared.keys.serialize(&self.shared.store, &r.key)?;
-        let nfa = &self.shared.nfa;
-        let entry = self.states.entry(key.clone()).or_insert_with(|| Keyed {
-            key: r.key,
-            state: KeyState {
-                nfa: KeyNfa::new(nfa),
-                waiting: Vec::new(),
-                next_arrival: 0,
-            },
-            stored: false,
-            deadline: None,
-            scheduled: None,
-            first_waiting: None,
-        });
+        let shared = &mut self.shared;
+        shared.key.clear();
+        shared
+            .keys
+            .serialize_into(&shared.store, &r.key, &mut shared.key)?;
+        let key = SmallKey::copy(&shared.key);
+        let entry = match self.states.entry(key.clone()) {
+            Entry::Occupied(entry) => entry.into_mut(),
+            Entry::Vacant(vacant) => vacant.insert(Keyed {
+                key: r.key,
+                state: shared.fresh(),
+                stored: false,
+                deadline: None,
+                scheduled: None,
+                first_waiting: None,
+            }),
+        };
         if timestamp <= watermark && entry.state.waiting.is_empty() {
-            self.shared.run(ctx, entry, &r.value, timestamp)?;
+            shared.run(ctx, entry, &r.value, timestamp)?;
         } else {
             entry.state.wait(r.value, timestamp);
         }
-        self.index.update(&self.shared.nfa, &key, entry);
-        if self.shared.write(ctx, &key, entry)? {
-            self.states.remove(&key);
+        self.index.update(&shared.nfa, &key, entry);
+        if shared.write(ctx, &key, entry)? {
+            if let Some(entry) = self.states.remove(&key) {
+                shared.recycle(entry);
+            }
         }
         if self.index.due(watermark) {
             self.release_waiting(ctx, watermark)?;

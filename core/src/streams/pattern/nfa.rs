@@ -75,6 +75,8 @@ pub(crate) struct Scratch {
     stack: Vec<usize>,
     next: Vec<Computation>,
     retain: Vec<Computation>,
+    /// The room of the queue an event replaced, for the queue of the next event.
+    queue: Vec<Computation>,
 }
 
 /// The event being processed, registered in the buffer the first time a step takes it.
@@ -98,6 +100,15 @@ impl<V: Clone> KeyNfa<V> {
             completed: JavaHeap::default(),
             buffer: SharedBuffer::default(),
         }
+    }
+
+    /// Back to the state before the first event, the vectors' room kept.
+    pub(crate) fn reset(&mut self, nfa: &Nfa<V>) {
+        let mut partial = std::mem::take(&mut self.partial).into_emptied();
+        partial.push(Computation::start(index(nfa.start()), Version::new(1)));
+        self.partial = JavaHeap::from_array(partial);
+        self.completed = JavaHeap::from_array(std::mem::take(&mut self.completed).into_emptied());
+        self.buffer.clear();
     }
 
     /// Whether the key holds nothing but the start state (its state can go).
@@ -136,7 +147,7 @@ impl<V: Clone> KeyNfa<V> {
             timestamp,
             id: None,
         };
-        let mut partials = JavaHeap::default();
+        let mut partials = JavaHeap::from_array(std::mem::take(&mut scratch.queue));
         let mut potential = JavaHeap::default();
         let current = std::mem::take(&mut self.partial);
         let mut next = std::mem::take(&mut scratch.next);
@@ -173,6 +184,7 @@ impl<V: Clone> KeyNfa<V> {
         let mut result = Vec::new();
         self.complete(nfa, potential, &mut partials, &mut result);
         self.partial = partials;
+        scratch.queue = current.into_emptied();
         if let Some(id) = incoming.id {
             self.buffer.release_event(id);
         }

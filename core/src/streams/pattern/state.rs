@@ -9,18 +9,19 @@
 //! the events waiting for stream time (timestamp, arrival number, value bytes) and the next
 //! arrival number. A key whose state is back to the start state alone is deleted.
 
-use bytes::Bytes;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
 #[cfg(test)]
 use serde::{Serialize, Serializer};
 
+use super::automaton::Nfa;
 use super::buffer::{Event, EventId, Node, NodeId, SharedBuffer};
 use super::heap::JavaHeap;
 use super::nfa::{Computation, KeyNfa};
 use super::version::Version;
 use crate::log::Timestamp;
 use crate::serde::{Serde, SerdeError};
+use crate::streams::store::small_bytes::SmallValue;
 
 /// The format byte of the store's values.
 const FORMAT: u8 = 1;
@@ -32,7 +33,7 @@ pub(crate) struct Waiting<V> {
     pub(crate) timestamp: Timestamp,
     pub(crate) arrival: u64,
     pub(crate) value: V,
-    pub(crate) bytes: Option<Bytes>,
+    pub(crate) bytes: Option<SmallValue>,
 }
 
 /// One key's state.
@@ -59,6 +60,16 @@ impl<V> KeyState<V> {
                 bytes: None,
             },
         );
+    }
+
+    /// Back to a new key's state (the start state alone), the vectors' room kept.
+    pub(crate) fn clear(&mut self, nfa: &Nfa<V>)
+    where
+        V: Clone,
+    {
+        self.nfa.reset(nfa);
+        self.waiting.clear();
+        self.next_arrival = 0;
     }
 
     /// The timestamp and arrival of the first waiting event.
@@ -216,18 +227,24 @@ impl Writer<'_> {
     }
 }
 
-fn raw(bytes: &Option<Bytes>) -> &[u8] {
-    bytes.as_deref().unwrap_or_default()
+fn raw(bytes: &Option<SmallValue>) -> &[u8] {
+    bytes.as_ref().map_or(&[], SmallValue::as_slice)
 }
 
+/// Serializes `value` once, at the end of `out` and then apart (inline when short), so that
+/// later writes of the state copy its bytes.
 fn bytes_of<V: 'static>(
     values: &dyn Serde<Value = V>,
     store: &str,
     value: &V,
-    bytes: &mut Option<Bytes>,
+    bytes: &mut Option<SmallValue>,
+    out: &mut Vec<u8>,
 ) -> Result<(), SerdeError> {
     if bytes.is_none() {
-        *bytes = Some(values.serialize(store, value)?);
+        let at = out.len();
+        values.serialize_into(store, value, out)?;
+        *bytes = Some(SmallValue::copy(&out[at..]));
+        out.truncate(at);
     }
     Ok(())
 }
@@ -241,10 +258,10 @@ impl<V: 'static> KeyState<V> {
         out: &mut Vec<u8>,
     ) -> Result<(), SerdeError> {
         for e in &mut self.nfa.buffer.events {
-            bytes_of(values, store, &e.value, &mut e.bytes)?;
+            bytes_of(values, store, &e.value, &mut e.bytes, out)?;
         }
         for w in &mut self.waiting {
-            bytes_of(values, store, &w.value, &mut w.bytes)?;
+            bytes_of(values, store, &w.value, &mut w.bytes, out)?;
         }
         out.push(FORMAT);
         let w = &mut Writer(out);
@@ -302,7 +319,7 @@ impl<V: 'static> KeyState<V> {
             events.push(Event {
                 id,
                 value: values.deserialize(store, &b)?,
-                bytes: Some(Bytes::from(b)),
+                bytes: Some(SmallValue::copy(&b)),
                 locks,
             });
         }
@@ -312,7 +329,7 @@ impl<V: 'static> KeyState<V> {
                 timestamp,
                 arrival,
                 value: values.deserialize(store, &b)?,
-                bytes: Some(Bytes::from(b)),
+                bytes: Some(SmallValue::copy(&b)),
             });
         }
         Ok(KeyState {

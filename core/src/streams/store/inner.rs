@@ -5,6 +5,7 @@
 //! window and session stores, change-logging, the record cache and the exactly-once write
 //! buffer are all built over this trait (see [`super::layers`]).
 
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 use std::sync::{Arc, Condvar, Mutex};
@@ -197,16 +198,68 @@ pub(crate) fn scan_prefix(
     scan(Bound::Included(prefix), to, visit);
 }
 
-/// An inner store in memory: a hash map for reads and writes and a sorted index of the keys
-/// for scans in key order, short keys and values held inline, so that a write to a key the
-/// store already holds allocates nothing.
+/// An inner store in memory: a hash map for reads and writes, short keys and values held
+/// inline, so that a write to a key the store already holds allocates nothing; and the keys
+/// in order for scans, kept only while scans use them (see [`KeyOrder`]).
 #[derive(Debug, Clone, Default)]
 pub struct InMemoryBytesStore {
     values: HashMap<SmallKey, SmallValue, SeededHashing>,
-    keys: BTreeSet<SmallKey>,
+    order: KeyOrder,
     changelog_offset: Option<i64>,
     /// Where updates write new values: kept, so that an update allocates nothing.
     buffer: Vec<u8>,
+}
+
+/// The keys of an in-memory store in order, for scans: built by the first scan, then kept up
+/// to date by each insert and delete, and dropped when more keys than the store holds (and at
+/// least [`KeyOrder::CHURN`]) came or went without a scan in between, so that a store only
+/// written and read by key (a pattern's, read whole once when its task starts) does not pay
+/// for an order nothing reads. A store scanned again rebuilds it in one sort.
+#[derive(Debug, Clone, Default)]
+struct KeyOrder {
+    keys: RefCell<Option<BTreeSet<SmallKey>>>,
+    /// Keys inserted or deleted since the last scan.
+    churn: Cell<usize>,
+}
+
+impl KeyOrder {
+    /// The fewest keys that come and go without a scan before the order is dropped.
+    const CHURN: usize = 4096;
+
+    fn insert(&mut self, key: &SmallKey, len: usize) {
+        if let Some(keys) = self.keys.get_mut() {
+            keys.insert(key.clone());
+            self.churned(len);
+        }
+    }
+
+    fn remove(&mut self, key: &[u8], len: usize) {
+        if let Some(keys) = self.keys.get_mut() {
+            keys.remove(key);
+            self.churned(len);
+        }
+    }
+
+    fn churned(&mut self, len: usize) {
+        let churn = self.churn.get_mut();
+        *churn += 1;
+        if *churn > len.max(Self::CHURN) {
+            *self.keys.get_mut() = None;
+        }
+    }
+
+    /// The keys in order, built from `values`' keys when they are not kept. A scan within a
+    /// scan finds them built and shares them.
+    fn keys(
+        &self,
+        values: &HashMap<SmallKey, SmallValue, SeededHashing>,
+    ) -> std::cell::Ref<'_, Option<BTreeSet<SmallKey>>> {
+        self.churn.set(0);
+        if self.keys.borrow().is_none() {
+            *self.keys.borrow_mut() = Some(values.keys().cloned().collect());
+        }
+        self.keys.borrow()
+    }
 }
 
 impl InMemoryBytesStore {
@@ -226,7 +279,7 @@ impl InMemoryBytesStore {
 
     fn insert(&mut self, key: &[u8], value: &[u8]) {
         let key = SmallKey::copy(key);
-        self.keys.insert(key.clone());
+        self.order.insert(&key, self.values.len());
         self.values.insert(key, SmallValue::copy(value));
     }
 }
@@ -249,14 +302,14 @@ impl BytesStore for InMemoryBytesStore {
 
     fn put(&mut self, key: &[u8], value: &[u8]) {
         match self.slot_mut(key) {
-            Some(old) => *old = SmallValue::copy(value),
+            Some(old) => old.assign(value),
             None => self.insert(key, value),
         }
     }
 
     fn delete(&mut self, key: &[u8]) {
         if self.values.remove(key).is_some() {
-            self.keys.remove(key);
+            self.order.remove(key, self.values.len());
         }
     }
 
@@ -264,7 +317,11 @@ impl BytesStore for InMemoryBytesStore {
         if !bounds_hold_keys(from, to) {
             return;
         }
-        for key in self.keys.range::<[u8], _>((from, to)) {
+        let order = self.order.keys(&self.values);
+        let Some(keys) = order.as_ref() else {
+            return;
+        };
+        for key in keys.range::<[u8], _>((from, to)) {
             if let Some(value) = self.values.get(key.as_slice()) {
                 if !visit(key.as_slice(), value.as_slice()) {
                     break;
@@ -284,7 +341,7 @@ impl BytesStore for InMemoryBytesStore {
         match self.slot_mut(key) {
             Some(old) => {
                 if update(Some(old.as_slice()), &mut buffer) {
-                    *old = SmallValue::copy(&buffer);
+                    old.assign(&buffer);
                 } else {
                     self.delete(key);
                 }
@@ -470,6 +527,52 @@ mod tests {
             true
         });
         assert_eq!(seen, 1);
+    }
+
+    fn keys(store: &InMemoryBytesStore, from: Bound<&[u8]>) -> Vec<Vec<u8>> {
+        let mut keys = Vec::new();
+        store.scan(from, Bound::Unbounded, &mut |k, _| {
+            keys.push(k.to_vec());
+            true
+        });
+        keys
+    }
+
+    /// Scans see every key in order whether the order was kept through the writes, dropped
+    /// after many writes without a scan, or rebuilt; and a scan within a scan shares it.
+    #[test]
+    fn scans_find_every_key_in_order_however_the_order_was_kept() {
+        let mut store = InMemoryBytesStore::new();
+        let key = |i: u32| i.wrapping_mul(2_654_435_761).to_be_bytes();
+        store.put(&key(0), b"v");
+        assert_eq!(keys(&store, Bound::Unbounded), vec![key(0).to_vec()]);
+        assert!(store.order.keys.borrow().is_some());
+        let n = u32::try_from(KeyOrder::CHURN).unwrap() * 3;
+        for i in 1..n {
+            store.put(&key(i), b"v");
+            if i % 3 == 0 {
+                store.delete(&key(i - 1));
+            }
+        }
+        assert!(store.order.keys.borrow().is_none(), "dropped after churn");
+        let mut expected: Vec<Vec<u8>> = (0..n)
+            .filter(|i| !(i % 3 == 2 && i + 1 < n))
+            .map(|i| key(i).to_vec())
+            .collect();
+        expected.sort();
+        assert_eq!(keys(&store, Bound::Unbounded), expected);
+        // Kept again once scanned: writes now update it.
+        store.delete(&expected[0]);
+        store.put(b"\x00", b"first");
+        let mut nested = 0;
+        store.scan(Bound::Unbounded, Bound::Unbounded, &mut |k, _| {
+            nested += keys(&store, Bound::Excluded(k)).len();
+            false
+        });
+        assert_eq!(nested, expected.len() - 1);
+        let all = keys(&store, Bound::Unbounded);
+        assert_eq!(all[0], b"\x00".to_vec());
+        assert_eq!(&all[1..], &expected[1..]);
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub mod layers;
 mod layout;
 mod query;
 mod session;
-mod small_bytes;
+pub(crate) mod small_bytes;
 mod timestamped;
 mod typed;
 mod window;

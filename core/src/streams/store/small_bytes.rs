@@ -45,6 +45,16 @@ impl<const N: usize> SmallBytes<N> {
         }
     }
 
+    /// Replaces the bytes with `bytes`, in place when both are boxed and of one length (a
+    /// state rewritten with a value of the same size allocates nothing).
+    #[inline]
+    pub(crate) fn assign(&mut self, bytes: &[u8]) {
+        match self {
+            Self::Boxed(old) if old.len() == bytes.len() => old.copy_from_slice(bytes),
+            _ => *self = Self::copy(bytes),
+        }
+    }
+
     #[inline]
     pub(crate) fn as_slice(&self) -> &[u8] {
         match self {
