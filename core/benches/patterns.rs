@@ -14,7 +14,8 @@
 //! each order's twenty events over a few minutes), and with every event's key drawn at random
 //! among all 100,000 throughout, where nearly every event finds its key's state out of the
 //! processor's caches (the worst case for any keyed state).
-//! `PATTERN_BENCH_RUNS=N` sets how many timed runs (5 by default; the median is printed).
+//! `PATTERN_BENCH_RUNS=N` sets how many timed runs (5 by default; the median is printed),
+//! `PATTERN_BENCH_OPEN=N` how many orders are open at a time (10,000 by default).
 
 use std::time::{Duration, Instant};
 
@@ -217,7 +218,11 @@ fn main() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(5usize);
     let topology = detecting(hold_release());
-    let open = 10_000;
+    let open = std::env::var("PATTERN_BENCH_OPEN")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(10_000usize);
     for (input, records) in [
         (
             format!("{open} orders open at a time, an order's 20 events over minutes"),

@@ -4,6 +4,8 @@
 //! following edges of compatible versions. Events, nodes and edges are reference counted as
 //! Flink counts them, and go when the last partial match holding them does.
 
+use std::num::NonZeroU32;
+
 use serde::{Deserialize, Serialize};
 
 use super::version::Version;
@@ -14,7 +16,46 @@ use crate::streams::store::small_bytes::SmallValue;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub(crate) struct EventId {
     pub(crate) timestamp: Timestamp,
-    pub(crate) seq: u32,
+    pub(crate) seq: Seq,
+}
+
+/// An event's number among its key's events, from 0 up to `u32::MAX - 1` and then round
+/// again: held one up, so that an absent event or node (`Option<EventId>`, `Option<NodeId>`)
+/// takes no room of its own. Written and read as the number itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct Seq(NonZeroU32);
+
+impl Seq {
+    /// The first number.
+    pub(crate) const FIRST: Seq = Seq(NonZeroU32::MIN);
+
+    /// The number `n`; `None` for `u32::MAX`, which no event has.
+    pub(crate) fn from_number(n: u32) -> Option<Seq> {
+        n.checked_add(1).and_then(NonZeroU32::new).map(Seq)
+    }
+
+    /// The number.
+    pub(crate) fn number(self) -> u32 {
+        self.0.get() - 1
+    }
+
+    /// The next number, back to the first after the last.
+    fn next(self) -> Seq {
+        Seq::from_number(self.number().wrapping_add(1)).unwrap_or(Seq::FIRST)
+    }
+}
+
+impl Serialize for Seq {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u32(self.number())
+    }
+}
+
+impl<'de> Deserialize<'de> for Seq {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let n = u32::deserialize(d)?;
+        Seq::from_number(n).ok_or_else(|| serde::de::Error::custom("an event number out of range"))
+    }
 }
 
 /// An event taken by a step (by the index of the step's name).
@@ -57,7 +98,7 @@ pub(crate) type Path = Vec<(u16, Vec<EventId>)>;
 pub(crate) struct SharedBuffer<V> {
     pub(crate) events: Vec<Event<V>>,
     pub(crate) nodes: Vec<Node>,
-    pub(crate) next_seq: u32,
+    pub(crate) next_seq: Seq,
 }
 
 impl<V> Default for SharedBuffer<V> {
@@ -65,7 +106,7 @@ impl<V> Default for SharedBuffer<V> {
         SharedBuffer {
             events: Vec::new(),
             nodes: Vec::new(),
-            next_seq: 0,
+            next_seq: Seq::FIRST,
         }
     }
 }
@@ -90,7 +131,7 @@ impl<V> SharedBuffer<V> {
     pub(crate) fn clear(&mut self) {
         self.events.clear();
         self.nodes.clear();
-        self.next_seq = 0;
+        self.next_seq = Seq::FIRST;
     }
 
     /// Stores an event with one lock (the caller's, released when it is done with it).
@@ -99,7 +140,7 @@ impl<V> SharedBuffer<V> {
             timestamp,
             seq: self.next_seq,
         };
-        self.next_seq = self.next_seq.wrapping_add(1);
+        self.next_seq = self.next_seq.next();
         self.events.push(Event {
             id,
             value,

@@ -16,6 +16,7 @@ use super::automaton::Nfa;
 use super::nfa::{KeyNfa, Scratch};
 use super::output::PatternMatch;
 use super::state::KeyState;
+use super::timeline::Timeline;
 use crate::log::Timestamp;
 use crate::serde::{Serde, SerdeError};
 use crate::streams::processor::{Data, KeyValueStoreHandle, Processor, ProcessorContext};
@@ -70,7 +71,7 @@ const SPARE: usize = 64;
 /// no longer its key's is skipped.
 #[derive(Default)]
 struct Index {
-    deadlines: BinaryHeap<Reverse<(Timestamp, SmallKey)>>,
+    deadlines: Timeline<SmallKey>,
     waiting: BinaryHeap<Reverse<(Timestamp, u64, SmallKey)>>,
 }
 
@@ -81,7 +82,7 @@ impl Index {
         if let Some(d) = entry.deadline {
             if entry.scheduled.is_none_or(|s| d < s) {
                 entry.scheduled = Some(d);
-                self.deadlines.push(Reverse((d, key.clone())));
+                self.deadlines.push(d, key.clone());
             }
         }
         let first_waiting = entry.state.first_waiting();
@@ -95,9 +96,7 @@ impl Index {
 
     /// Whether a key's waiting event or deadline is due at `watermark`.
     fn due(&self, watermark: Timestamp) -> bool {
-        self.deadlines
-            .peek()
-            .is_some_and(|Reverse((t, _))| *t <= watermark)
+        self.deadlines.first().is_some_and(|t| t <= watermark)
             || self
                 .waiting
                 .peek()
@@ -303,11 +302,7 @@ impl<K: Data, V: Data> Matcher<K, V> {
         ctx: &mut ProcessorContext<'_, K, PatternMatch<V>>,
         watermark: Timestamp,
     ) -> Result<(), StreamsError> {
-        while let Some(Reverse((deadline, key))) = self.index.deadlines.peek().cloned() {
-            if deadline > watermark {
-                break;
-            }
-            self.index.deadlines.pop();
+        while let Some((deadline, key)) = self.index.deadlines.pop_until(watermark) {
             let Some(entry) = self.states.get_mut(&key) else {
                 continue;
             };
@@ -320,7 +315,7 @@ impl<K: Data, V: Data> Matcher<K, V> {
                 Some(d) => {
                     // The deadline moved later since it was scheduled.
                     entry.scheduled = Some(d);
-                    self.index.deadlines.push(Reverse((d, key)));
+                    self.index.deadlines.push(d, key);
                     continue;
                 }
                 None => continue,

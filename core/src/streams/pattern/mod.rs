@@ -22,6 +22,7 @@ mod output;
 mod state;
 #[cfg(test)]
 mod tests;
+mod timeline;
 mod version;
 
 pub use builder::{AfterMatchSkip, Pattern};

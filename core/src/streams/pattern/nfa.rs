@@ -46,7 +46,7 @@ impl HeapOrder for Computation {
     /// By the start event's timestamp, then its place; a start state last.
     fn heap_cmp(&self, other: &Self) -> Ordering {
         let key = |c: &Computation| match c.start_event {
-            Some(e) => (e.timestamp, i64::from(e.seq)),
+            Some(e) => (e.timestamp, i64::from(e.seq.number())),
             None => (i64::MAX, i64::from(i32::MAX)),
         };
         key(self).cmp(&key(other))
@@ -74,7 +74,6 @@ pub(crate) struct Scratch {
     edges: Vec<(usize, usize)>,
     stack: Vec<usize>,
     next: Vec<Computation>,
-    retain: Vec<Computation>,
     /// The room of the queue an event replaced, for the queue of the next event.
     queue: Vec<Computation>,
 }
@@ -151,36 +150,25 @@ impl<V: Clone> KeyNfa<V> {
         let mut potential = JavaHeap::default();
         let current = std::mem::take(&mut self.partial);
         let mut next = std::mem::take(&mut scratch.next);
-        let mut retain = std::mem::take(&mut scratch.retain);
         for computation in current.iter() {
             self.compute_next_states(nfa, scratch, computation, &mut incoming, &mut next);
-            let mut discard = false;
+            // A path reaching a stop state is discarded whole: its other states released
+            // rather than kept.
+            let kind = |c: &Computation| nfa.states[usize::from(c.state)].kind;
+            let discard = next.iter().any(|c| kind(c) == Kind::Stop);
             for state in next.drain(..) {
-                match nfa.states[usize::from(state.state)].kind {
+                match kind(&state) {
                     Kind::Final => potential.push(state),
-                    Kind::Stop => {
-                        discard = true;
+                    _ if discard => {
                         if let Some(previous) = state.previous {
                             self.buffer.release_node(previous, &state.version);
                         }
                     }
-                    _ => retain.push(state),
-                }
-            }
-            if discard {
-                for state in retain.drain(..) {
-                    if let Some(previous) = state.previous {
-                        self.buffer.release_node(previous, &state.version);
-                    }
-                }
-            } else {
-                for state in retain.drain(..) {
-                    partials.push(state);
+                    _ => partials.push(state),
                 }
             }
         }
         scratch.next = next;
-        scratch.retain = retain;
         let mut result = Vec::new();
         self.complete(nfa, potential, &mut partials, &mut result);
         self.partial = partials;

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde::{Serialize, Serializer};
 
 use super::automaton::Nfa;
-use super::buffer::{Event, EventId, Node, NodeId, SharedBuffer};
+use super::buffer::{Event, EventId, Node, NodeId, Seq, SharedBuffer};
 use super::heap::JavaHeap;
 use super::nfa::{Computation, KeyNfa};
 use super::version::Version;
@@ -127,7 +127,7 @@ struct StoredRef<'a> {
     completed: &'a [Computation],
     events: Vec<(EventId, u32, Raw<'a>)>,
     nodes: &'a [Node],
-    next_seq: u32,
+    next_seq: Seq,
     waiting: Vec<(Timestamp, u64, Raw<'a>)>,
     next_arrival: u64,
 }
@@ -138,7 +138,7 @@ struct Stored {
     completed: Vec<Computation>,
     events: Vec<(EventId, u32, Owned)>,
     nodes: Vec<Node>,
-    next_seq: u32,
+    next_seq: Seq,
     waiting: Vec<(Timestamp, u64, Owned)>,
     next_arrival: u64,
 }
@@ -182,7 +182,7 @@ impl Writer<'_> {
 
     fn event_id(&mut self, id: EventId) {
         self.signed(id.timestamp);
-        self.unsigned(u64::from(id.seq));
+        self.unsigned(u64::from(id.seq.number()));
     }
 
     fn node_id(&mut self, id: NodeId) {
@@ -284,7 +284,7 @@ impl<V: 'static> KeyState<V> {
                 w.unsigned(u64::from(edge.locks));
             }
         }
-        w.unsigned(u64::from(self.nfa.buffer.next_seq));
+        w.unsigned(u64::from(self.nfa.buffer.next_seq.number()));
         w.len(self.waiting.len());
         for waiting in &self.waiting {
             w.signed(waiting.timestamp);
