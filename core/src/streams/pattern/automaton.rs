@@ -34,6 +34,26 @@ impl<V> Guard<V> {
         }
     }
 
+    /// Whether the guard looks at the event alone.
+    pub(crate) fn is_simple(&self) -> bool {
+        match self {
+            Guard::True => true,
+            Guard::Holds(c) => c.is_simple(),
+            Guard::Not(g) => g.is_simple(),
+            Guard::And(a, b) => a.is_simple() && b.is_simple(),
+        }
+    }
+
+    /// Whether a guard that [is simple](Self::is_simple) holds for `event`.
+    pub(crate) fn holds_simple(&self, event: &V) -> bool {
+        match self {
+            Guard::True => true,
+            Guard::Holds(c) => c.holds_simple(event),
+            Guard::Not(g) => !g.holds_simple(event),
+            Guard::And(a, b) => a.holds_simple(event) && b.holds_simple(event),
+        }
+    }
+
     pub(crate) fn not(self) -> Guard<V> {
         Guard::Not(Box::new(self))
     }

@@ -40,7 +40,7 @@ impl Seq {
     }
 
     /// The next number, back to the first after the last.
-    fn next(self) -> Seq {
+    pub(crate) fn next(self) -> Seq {
         Seq::from_number(self.number().wrapping_add(1)).unwrap_or(Seq::FIRST)
     }
 }

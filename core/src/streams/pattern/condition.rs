@@ -43,6 +43,26 @@ impl<V> Condition<V> {
         }
     }
 
+    /// Whether the condition looks at the event alone (no iterative part).
+    pub(crate) fn is_simple(&self) -> bool {
+        match self {
+            Condition::Simple(_) => true,
+            Condition::Iterative(_) => false,
+            Condition::And(a, b) | Condition::Or(a, b) => a.is_simple() && b.is_simple(),
+        }
+    }
+
+    /// Whether a condition that [is simple](Self::is_simple) holds for `event` (an
+    /// iterative part, which needs a partial match to look at, holds for none).
+    pub(crate) fn holds_simple(&self, event: &V) -> bool {
+        match self {
+            Condition::Simple(f) => f(event),
+            Condition::Iterative(_) => false,
+            Condition::And(a, b) => a.holds_simple(event) && b.holds_simple(event),
+            Condition::Or(a, b) => a.holds_simple(event) || b.holds_simple(event),
+        }
+    }
+
     /// `self` and then `other` (Flink's `where` after a `where`).
     pub(crate) fn and(self, other: Condition<V>) -> Condition<V> {
         Condition::And(Arc::new(self), Arc::new(other))

@@ -13,8 +13,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::automaton::Nfa;
-use super::nfa::{KeyNfa, Scratch};
+use super::engine::Automaton;
+use super::nfa::Scratch;
 use super::output::PatternMatch;
+use super::sequence::Sequence;
 use super::state::KeyState;
 use super::timeline::Timeline;
 use crate::log::Timestamp;
@@ -47,6 +49,8 @@ struct Keyed<K, V> {
 /// The processor's settings and its store.
 struct Shared<K, V> {
     nfa: Arc<Nfa<V>>,
+    /// The pattern as a sequence, when it is one (run without the general automaton).
+    sequence: Option<Sequence<V>>,
     store: String,
     keys: Arc<dyn Serde<Value = K>>,
     values: Arc<dyn Serde<Value = V>>,
@@ -78,7 +82,7 @@ struct Index {
 impl Index {
     /// Brings the index up to date with `entry`'s state.
     fn update<K, V: Clone>(&mut self, nfa: &Nfa<V>, key: &SmallKey, entry: &mut Keyed<K, V>) {
-        entry.deadline = entry.state.nfa.deadline(nfa);
+        entry.deadline = entry.state.automaton.deadline(nfa);
         if let Some(d) = entry.deadline {
             if entry.scheduled.is_none_or(|s| d < s) {
                 entry.scheduled = Some(d);
@@ -153,10 +157,13 @@ impl<K: Data, V: Data> Shared<K, V> {
         timestamp: Timestamp,
     ) -> Result<(), StreamsError> {
         self.advance(ctx, entry, timestamp)?;
-        let found = entry
-            .state
-            .nfa
-            .process(&self.nfa, &mut self.automaton, value, timestamp);
+        let found = entry.state.automaton.process(
+            &self.nfa,
+            self.sequence.as_ref(),
+            &mut self.automaton,
+            value,
+            timestamp,
+        );
         for m in found {
             self.emit(ctx, &entry.key, m, timestamp, false)?;
         }
@@ -171,11 +178,12 @@ impl<K: Data, V: Data> Shared<K, V> {
         entry: &mut Keyed<K, V>,
         timestamp: Timestamp,
     ) -> Result<(), StreamsError> {
-        let (matches, timed_out) =
-            entry
-                .state
-                .nfa
-                .advance_time(&self.nfa, timestamp, self.timeouts());
+        let (matches, timed_out) = entry.state.automaton.advance_time(
+            &self.nfa,
+            self.sequence.as_ref(),
+            timestamp,
+            self.timeouts(),
+        );
         for m in matches {
             self.emit(ctx, &entry.key, m, timestamp, false)?;
         }
@@ -196,7 +204,7 @@ impl<K: Data, V: Data> Shared<K, V> {
         let Some(handle) = &self.handle else {
             return Ok(false);
         };
-        if entry.state.nfa.is_idle(&self.nfa) && entry.state.waiting.is_empty() {
+        if entry.state.automaton.is_idle(&self.nfa) && entry.state.waiting.is_empty() {
             if entry.stored {
                 ctx.key_value_store(handle)
                     .bytes()
@@ -227,7 +235,7 @@ impl<K: Data, V: Data> Shared<K, V> {
     /// A new key's state: the start state alone.
     fn fresh(&mut self) -> KeyState<V> {
         self.spare.pop().unwrap_or_else(|| KeyState {
-            nfa: KeyNfa::new(&self.nfa),
+            automaton: Automaton::new(&self.nfa, self.sequence.as_ref()),
             waiting: Vec::new(),
             next_arrival: 0,
         })
@@ -245,6 +253,7 @@ impl<K: Data, V: Data> Matcher<K, V> {
     ) -> Self {
         Matcher {
             shared: Shared {
+                sequence: Sequence::of(&nfa),
                 nfa,
                 store,
                 keys,
@@ -350,9 +359,7 @@ impl<K: Data, V: Data> Matcher<K, V> {
     fn restore(&mut self, key: &[u8], bytes: &[u8]) -> Result<(), SerdeError> {
         let shared = &self.shared;
         let state = KeyState::decode(&*shared.values, &shared.store, bytes)?;
-        let states = shared.nfa.states.len();
-        let known = |c: &super::nfa::Computation| usize::from(c.state) < states;
-        if !state.nfa.partial.iter().all(known) || !state.nfa.completed.iter().all(known) {
+        if !state.automaton.fits(&shared.nfa, shared.sequence.as_ref()) {
             return Err(SerdeError::new(
                 "pattern state",
                 &shared.store,

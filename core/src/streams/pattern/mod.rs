@@ -8,17 +8,20 @@
 //!
 //! The automaton, its branching versions, the after-match skip strategies and the order in
 //! which matches leave are Flink CEP's, and are held to it by a reference catalog run beside
-//! Flink.
+//! Flink. A pattern that is a plain sequence of strict single steps runs on a leaner engine
+//! with the same results (the `sequence` module).
 
 mod automaton;
 mod buffer;
 mod builder;
 mod compiler;
 mod condition;
+mod engine;
 mod heap;
 mod matcher;
 mod nfa;
 mod output;
+mod sequence;
 mod state;
 #[cfg(test)]
 mod tests;

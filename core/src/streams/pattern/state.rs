@@ -2,12 +2,15 @@
 //! for stream time to pass them — and how it is kept in the pattern's store.
 //!
 //! The store's key is the record key's bytes (the stream's key serde); its value, the
-//! changelog's layout, is one format byte (1) and then, in bincode's standard encoding:
-//! the partial matches in queue order, the completed matches waiting on them, the buffered
-//! events (id, lock count, value bytes in the stream's value serde), the buffer's nodes
-//! (id, lock count, edges back with their versions and lock counts), the next event number,
-//! the events waiting for stream time (timestamp, arrival number, value bytes) and the next
-//! arrival number. A key whose state is back to the start state alone is deleted.
+//! changelog's layout, is one format byte and then the state in bincode's standard encoding.
+//! Format 1, the general automaton's state: the partial matches in queue order, the completed
+//! matches waiting on them, the buffered events (id, lock count, value bytes in the stream's
+//! value serde), the buffer's nodes (id, lock count, edges back with their versions and lock
+//! counts), the next event number, the events waiting for stream time (timestamp, arrival
+//! number, value bytes) and the next arrival number. Format 2, a sequence's state (see
+//! [`super::sequence`]): its runs, earliest started first, each the events it took (id, value
+//! bytes), then the next event number, the waiting events and the next arrival number as in
+//! format 1. A key whose state is back to its start is deleted.
 
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -16,15 +19,19 @@ use serde::{Serialize, Serializer};
 
 use super::automaton::Nfa;
 use super::buffer::{Event, EventId, Node, NodeId, Seq, SharedBuffer};
+use super::engine::Automaton;
 use super::heap::JavaHeap;
 use super::nfa::{Computation, KeyNfa};
+use super::sequence::{Run, Runs, Taken};
 use super::version::Version;
 use crate::log::Timestamp;
 use crate::serde::{Serde, SerdeError};
 use crate::streams::store::small_bytes::SmallValue;
 
-/// The format byte of the store's values.
+/// The format byte of the general automaton's states.
 const FORMAT: u8 = 1;
+/// The format byte of a sequence's states.
+const FORMAT_SEQUENCE: u8 = 2;
 /// The most a stored state may decode to.
 const LIMIT: usize = 64 << 20;
 
@@ -38,7 +45,7 @@ pub(crate) struct Waiting<V> {
 
 /// One key's state.
 pub(crate) struct KeyState<V> {
-    pub(crate) nfa: KeyNfa<V>,
+    pub(crate) automaton: Automaton<V>,
     /// Ordered by timestamp, then arrival.
     pub(crate) waiting: Vec<Waiting<V>>,
     pub(crate) next_arrival: u64,
@@ -67,7 +74,10 @@ impl<V> KeyState<V> {
     where
         V: Clone,
     {
-        self.nfa.reset(nfa);
+        match &mut self.automaton {
+            Automaton::General(key) => key.reset(nfa),
+            Automaton::Sequence(runs) => runs.clear(),
+        }
         self.waiting.clear();
         self.next_arrival = 0;
     }
@@ -127,6 +137,25 @@ struct StoredRef<'a> {
     completed: &'a [Computation],
     events: Vec<(EventId, u32, Raw<'a>)>,
     nodes: &'a [Node],
+    next_seq: Seq,
+    waiting: Vec<(Timestamp, u64, Raw<'a>)>,
+    next_arrival: u64,
+}
+
+/// A sequence's layout (format 2), as read back.
+#[derive(Deserialize)]
+struct StoredRuns {
+    runs: Vec<Vec<(EventId, Owned)>>,
+    next_seq: Seq,
+    waiting: Vec<(Timestamp, u64, Owned)>,
+    next_arrival: u64,
+}
+
+/// A sequence's layout as a serde type, for the test that the encoder writes it.
+#[cfg(test)]
+#[derive(Serialize)]
+struct StoredRunsRef<'a> {
+    runs: Vec<Vec<(EventId, Raw<'a>)>>,
     next_seq: Seq,
     waiting: Vec<(Timestamp, u64, Raw<'a>)>,
     next_arrival: u64,
@@ -225,6 +254,30 @@ impl Writer<'_> {
             }
         }
     }
+
+    /// The general automaton's part of a format 1 state.
+    fn general<V>(&mut self, nfa: &KeyNfa<V>) {
+        self.computations(nfa.partial.as_slice());
+        self.computations(nfa.completed.as_slice());
+        self.len(nfa.buffer.events.len());
+        for e in &nfa.buffer.events {
+            self.event_id(e.id);
+            self.unsigned(u64::from(e.locks));
+            self.bytes(raw(&e.bytes));
+        }
+        self.len(nfa.buffer.nodes.len());
+        for n in &nfa.buffer.nodes {
+            self.node_id(n.id);
+            self.unsigned(u64::from(n.locks));
+            self.len(n.edges.len());
+            for edge in &n.edges {
+                self.option_node(edge.target);
+                self.version(&edge.version);
+                self.unsigned(u64::from(edge.locks));
+            }
+        }
+        self.unsigned(u64::from(nfa.buffer.next_seq.number()));
+    }
 }
 
 fn raw(bytes: &Option<SmallValue>) -> &[u8] {
@@ -257,34 +310,35 @@ impl<V: 'static> KeyState<V> {
         store: &str,
         out: &mut Vec<u8>,
     ) -> Result<(), SerdeError> {
-        for e in &mut self.nfa.buffer.events {
-            bytes_of(values, store, &e.value, &mut e.bytes, out)?;
-        }
         for w in &mut self.waiting {
             bytes_of(values, store, &w.value, &mut w.bytes, out)?;
         }
-        out.push(FORMAT);
-        let w = &mut Writer(out);
-        w.computations(self.nfa.partial.as_slice());
-        w.computations(self.nfa.completed.as_slice());
-        w.len(self.nfa.buffer.events.len());
-        for e in &self.nfa.buffer.events {
-            w.event_id(e.id);
-            w.unsigned(u64::from(e.locks));
-            w.bytes(raw(&e.bytes));
-        }
-        w.len(self.nfa.buffer.nodes.len());
-        for n in &self.nfa.buffer.nodes {
-            w.node_id(n.id);
-            w.unsigned(u64::from(n.locks));
-            w.len(n.edges.len());
-            for edge in &n.edges {
-                w.option_node(edge.target);
-                w.version(&edge.version);
-                w.unsigned(u64::from(edge.locks));
+        match &mut self.automaton {
+            Automaton::General(nfa) => {
+                for e in &mut nfa.buffer.events {
+                    bytes_of(values, store, &e.value, &mut e.bytes, out)?;
+                }
+                out.push(FORMAT);
+                Writer(out).general(nfa);
+            }
+            Automaton::Sequence(runs) => {
+                for taken in runs.runs.iter_mut().flat_map(|r| r.iter_mut()) {
+                    bytes_of(values, store, &taken.value, &mut taken.bytes, out)?;
+                }
+                out.push(FORMAT_SEQUENCE);
+                let w = &mut Writer(out);
+                w.len(runs.runs.len());
+                for run in &runs.runs {
+                    w.len(run.len());
+                    for taken in run {
+                        w.event_id(taken.id);
+                        w.bytes(raw(&taken.bytes));
+                    }
+                }
+                w.unsigned(u64::from(runs.next_seq.number()));
             }
         }
-        w.unsigned(u64::from(self.nfa.buffer.next_seq.number()));
+        let w = &mut Writer(out);
         w.len(self.waiting.len());
         for waiting in &self.waiting {
             w.signed(waiting.timestamp);
@@ -305,47 +359,80 @@ impl<V: 'static> KeyState<V> {
         let Some((&format, rest)) = bytes.split_first() else {
             return Err(bad("an empty value".to_string()));
         };
-        if format != FORMAT {
-            return Err(bad(format!("unknown format {format}")));
-        }
-        let config = bincode::config::standard().with_limit::<LIMIT>();
-        let (stored, read): (Stored, usize) =
-            bincode::serde::decode_from_slice(rest, config).map_err(|e| bad(e.to_string()))?;
-        if read != rest.len() {
-            return Err(bad(format!("{} bytes after the state", rest.len() - read)));
-        }
-        let mut events = Vec::with_capacity(stored.events.len());
-        for (id, locks, Owned(b)) in stored.events {
-            events.push(Event {
-                id,
-                value: values.deserialize(store, &b)?,
-                bytes: Some(SmallValue::copy(&b)),
-                locks,
-            });
-        }
-        let mut waiting = Vec::with_capacity(stored.waiting.len());
-        for (timestamp, arrival, Owned(b)) in stored.waiting {
-            waiting.push(Waiting {
+        let value = |b: &[u8]| -> Result<(V, Option<SmallValue>), SerdeError> {
+            Ok((values.deserialize(store, b)?, Some(SmallValue::copy(b))))
+        };
+        let (automaton, waiting, next_arrival) = match format {
+            FORMAT => {
+                let stored: Stored = read(rest).map_err(bad)?;
+                let mut events = Vec::with_capacity(stored.events.len());
+                for (id, locks, Owned(b)) in stored.events {
+                    let (value, bytes) = value(&b)?;
+                    events.push(Event {
+                        id,
+                        value,
+                        bytes,
+                        locks,
+                    });
+                }
+                let nfa = KeyNfa {
+                    partial: JavaHeap::from_array(stored.partial),
+                    completed: JavaHeap::from_array(stored.completed),
+                    buffer: SharedBuffer {
+                        events,
+                        nodes: stored.nodes,
+                        next_seq: stored.next_seq,
+                    },
+                };
+                (Automaton::General(nfa), stored.waiting, stored.next_arrival)
+            }
+            FORMAT_SEQUENCE => {
+                let stored: StoredRuns = read(rest).map_err(bad)?;
+                let mut runs = Runs::default();
+                for run in stored.runs {
+                    let mut taken = Run::new();
+                    for (id, Owned(b)) in run {
+                        let (value, bytes) = value(&b)?;
+                        taken.push(Taken { id, value, bytes });
+                    }
+                    runs.runs.push(taken);
+                }
+                runs.next_seq = stored.next_seq;
+                (
+                    Automaton::Sequence(runs),
+                    stored.waiting,
+                    stored.next_arrival,
+                )
+            }
+            other => return Err(bad(format!("unknown format {other}"))),
+        };
+        let mut held = Vec::with_capacity(waiting.len());
+        for (timestamp, arrival, Owned(b)) in waiting {
+            let (value, bytes) = value(&b)?;
+            held.push(Waiting {
                 timestamp,
                 arrival,
-                value: values.deserialize(store, &b)?,
-                bytes: Some(SmallValue::copy(&b)),
+                value,
+                bytes,
             });
         }
         Ok(KeyState {
-            nfa: KeyNfa {
-                partial: JavaHeap::from_array(stored.partial),
-                completed: JavaHeap::from_array(stored.completed),
-                buffer: SharedBuffer {
-                    events,
-                    nodes: stored.nodes,
-                    next_seq: stored.next_seq,
-                },
-            },
-            waiting,
-            next_arrival: stored.next_arrival,
+            automaton,
+            waiting: held,
+            next_arrival,
         })
     }
+}
+
+/// A layout read whole from `bytes` (within the size limit), nothing left over.
+fn read<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    let config = bincode::config::standard().with_limit::<LIMIT>();
+    let (stored, read): (T, usize) =
+        bincode::serde::decode_from_slice(bytes, config).map_err(|e| e.to_string())?;
+    if read != bytes.len() {
+        return Err(format!("{} bytes after the state", bytes.len() - read));
+    }
+    Ok(stored)
 }
 
 #[cfg(test)]
@@ -354,10 +441,40 @@ mod tests {
     use crate::serde::StringSerde;
     use crate::streams::pattern::compile;
     use crate::streams::pattern::nfa::Scratch;
+    use crate::streams::pattern::sequence::Sequence;
     use crate::streams::pattern::Pattern;
 
-    /// The hand-written encoder writes exactly what bincode writes for the serde layout, and
-    /// a state read back encodes to the same bytes.
+    fn waiting(state: &KeyState<String>) -> Vec<(Timestamp, u64, Raw<'_>)> {
+        state
+            .waiting
+            .iter()
+            .map(|w| (w.timestamp, w.arrival, Raw(raw(&w.bytes))))
+            .collect()
+    }
+
+    /// Encodes `state`, checks the bytes against bincode's encoding of `theirs` after
+    /// `format`, and that they read back to a state that encodes alike.
+    fn round_trip(mut state: KeyState<String>, theirs: impl Fn(&KeyState<String>) -> Vec<u8>) {
+        let mut ours = Vec::new();
+        state.encode(&StringSerde, "s", &mut ours).unwrap();
+        assert_eq!(ours, theirs(&state));
+        let mut back = KeyState::decode(&StringSerde, "s", &ours).unwrap();
+        let mut again = Vec::new();
+        back.encode(&StringSerde, "s", &mut again).unwrap();
+        assert_eq!(again, ours);
+        assert!(KeyState::<String>::decode(&StringSerde, "s", &ours[..ours.len() - 1]).is_err());
+        assert!(KeyState::<String>::decode(&StringSerde, "s", &[3]).is_err());
+    }
+
+    fn bincode_of(format: u8, layout: &impl Serialize) -> Vec<u8> {
+        let mut bytes = vec![format];
+        bincode::serde::encode_into_std_write(layout, &mut bytes, bincode::config::standard())
+            .unwrap();
+        bytes
+    }
+
+    /// The hand-written encoder writes exactly what bincode writes for the serde layout of
+    /// the general automaton's state, and a state read back encodes to the same bytes.
     #[test]
     fn the_encoder_writes_bincodes_layout_and_states_read_back_alike() {
         let pattern = Pattern::<String>::begin("a")
@@ -368,48 +485,88 @@ mod tests {
             .within(std::time::Duration::from_secs(1_000_000));
         let nfa = compile(&pattern).unwrap();
         let mut state = KeyState {
-            nfa: KeyNfa::new(&nfa),
+            automaton: Automaton::new(&nfa, None),
             waiting: Vec::new(),
             next_arrival: 0,
         };
         let mut scratch = Scratch::default();
         for (i, e) in ["a", "b", "x", "a", "b", "b"].iter().enumerate() {
             let t = i64::try_from(i).unwrap() * 70_000 - 300;
-            state.nfa.process(&nfa, &mut scratch, &e.to_string(), t);
+            state
+                .automaton
+                .process(&nfa, None, &mut scratch, &e.to_string(), t);
         }
         state.wait("later".to_string(), 9_000_000_000);
         state.wait("b-late".to_string(), -5);
-        assert!(state.nfa.buffer.events.len() > 2 && state.nfa.buffer.nodes.len() > 2);
-        let mut ours = Vec::new();
-        state.encode(&StringSerde, "s", &mut ours).unwrap();
-        let stored = StoredRef {
-            partial: state.nfa.partial.as_slice(),
-            completed: state.nfa.completed.as_slice(),
-            events: state
-                .nfa
-                .buffer
-                .events
-                .iter()
-                .map(|e| (e.id, e.locks, Raw(raw(&e.bytes))))
-                .collect(),
-            nodes: &state.nfa.buffer.nodes,
-            next_seq: state.nfa.buffer.next_seq,
-            waiting: state
-                .waiting
-                .iter()
-                .map(|w| (w.timestamp, w.arrival, Raw(raw(&w.bytes))))
-                .collect(),
-            next_arrival: state.next_arrival,
+        round_trip(state, |state| {
+            let Automaton::General(nfa) = &state.automaton else {
+                panic!("a general automaton's state");
+            };
+            assert!(nfa.buffer.events.len() > 2 && nfa.buffer.nodes.len() > 2);
+            let stored = StoredRef {
+                partial: nfa.partial.as_slice(),
+                completed: nfa.completed.as_slice(),
+                events: nfa
+                    .buffer
+                    .events
+                    .iter()
+                    .map(|e| (e.id, e.locks, Raw(raw(&e.bytes))))
+                    .collect(),
+                nodes: &nfa.buffer.nodes,
+                next_seq: nfa.buffer.next_seq,
+                waiting: waiting(state),
+                next_arrival: state.next_arrival,
+            };
+            bincode_of(FORMAT, &stored)
+        });
+    }
+
+    /// A sequence's state (format 2) likewise.
+    #[test]
+    fn a_sequences_state_is_written_in_its_own_layout_and_read_back_alike() {
+        let starts = |c: char| move |e: &String| e.starts_with(c);
+        let pattern = Pattern::<String>::begin("h")
+            .where_(starts('h'))
+            .next("r")
+            .where_(starts('r'))
+            .next("h2")
+            .where_(starts('h'))
+            .next("r2")
+            .where_(starts('r'))
+            .within(std::time::Duration::from_secs(600));
+        let nfa = compile(&pattern).unwrap();
+        let sequence = Sequence::of(&nfa).unwrap();
+        let mut state = KeyState {
+            automaton: Automaton::new(&nfa, Some(&sequence)),
+            waiting: Vec::new(),
+            next_arrival: 0,
         };
-        let mut theirs = vec![FORMAT];
-        bincode::serde::encode_into_std_write(&stored, &mut theirs, bincode::config::standard())
-            .unwrap();
-        assert_eq!(ours, theirs);
-        let mut back = KeyState::decode(&StringSerde, "s", &ours).unwrap();
-        let mut again = Vec::new();
-        back.encode(&StringSerde, "s", &mut again).unwrap();
-        assert_eq!(again, ours);
-        assert!(KeyState::<String>::decode(&StringSerde, "s", &ours[..ours.len() - 1]).is_err());
-        assert!(KeyState::<String>::decode(&StringSerde, "s", &[2]).is_err());
+        let mut scratch = Scratch::default();
+        for (i, e) in ["h1", "r1", "h2"].iter().enumerate() {
+            let t = i64::try_from(i).unwrap() * 70_000 + 1_700_000_000_000;
+            let found =
+                state
+                    .automaton
+                    .process(&nfa, Some(&sequence), &mut scratch, &e.to_string(), t);
+            assert!(found.is_empty());
+        }
+        state.wait("r-late".to_string(), 1_700_000_500_000);
+        round_trip(state, |state| {
+            let Automaton::Sequence(runs) = &state.automaton else {
+                panic!("a sequence's state");
+            };
+            assert_eq!(runs.runs.len(), 2, "h1 r1 h2, and h2");
+            let stored = StoredRunsRef {
+                runs: runs
+                    .runs
+                    .iter()
+                    .map(|r| r.iter().map(|t| (t.id, Raw(raw(&t.bytes)))).collect())
+                    .collect(),
+                next_seq: runs.next_seq,
+                waiting: waiting(state),
+                next_arrival: state.next_arrival,
+            };
+            bincode_of(FORMAT_SEQUENCE, &stored)
+        });
     }
 }

@@ -200,7 +200,7 @@ pub(crate) fn scan_prefix(
 
 /// An inner store in memory: a hash map for reads and writes, short keys and values held
 /// inline, so that a write to a key the store already holds allocates nothing; and the keys
-/// in order for scans, kept only while scans use them (see [`KeyOrder`]).
+/// in order for scans, kept only while scans use them (see `KeyOrder`).
 #[derive(Debug, Clone, Default)]
 pub struct InMemoryBytesStore {
     values: HashMap<SmallKey, SmallValue, SeededHashing>,
