@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use eddy::serde::{JsonSerde, StringSerde};
 use eddy::streams::pattern::{AfterMatchSkip, Pattern, PatternMatch};
-use eddy::streams::{Consumed, Materialized, Produced, StreamsBuilder, Topology};
+use eddy::streams::{Consumed, Materialized, Produced, StreamsBuilder, Topology, TopologyError};
 use serde::{Deserialize, Serialize};
 
 /// The topic of order events.
@@ -99,7 +99,7 @@ pub fn alert(found: &PatternMatch<OrderEvent>) -> Alert {
 
 /// The fraud job: order events, the holds and releases kept, the pattern per order, an alert
 /// per match.
-pub fn topology(window: Duration) -> Topology {
+pub fn topology(window: Duration) -> Result<Topology, TopologyError> {
     let builder = StreamsBuilder::new();
     builder
         .stream(
@@ -113,7 +113,7 @@ pub fn topology(window: Duration) -> Topology {
             FRAUD_ALERTS,
             Produced::with(StringSerde, JsonSerde::<Alert>::new()),
         );
-    builder.build().expect("the fraud topology is valid")
+    builder.build()
 }
 
 #[cfg(test)]
@@ -136,7 +136,7 @@ mod tests {
 
     /// Runs `events` through the topology with a ten-minute window; the alerts.
     fn alerts(events: &[OrderEvent]) -> Vec<(String, Alert)> {
-        let driver = TestDriver::new(topology(Duration::from_secs(600))).unwrap();
+        let driver = TestDriver::new(topology(Duration::from_secs(600)).unwrap()).unwrap();
         let input =
             driver.create_input_topic(ORDER_EVENTS, StringSerde, JsonSerde::<OrderEvent>::new());
         let output =
@@ -208,7 +208,8 @@ mod tests {
 
     #[test]
     fn the_topology_is_described_as_its_snapshot() {
-        insta::assert_snapshot!(topology(Duration::from_secs(600)).describe().to_string());
+        let topology = topology(Duration::from_secs(600)).unwrap();
+        insta::assert_snapshot!(topology.describe().to_string());
     }
 
     #[test]
