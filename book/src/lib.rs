@@ -3,3 +3,7 @@
 //! an example that stops compiling fails the build. Read the book with `mdbook serve book`.
 
 include!(concat!(env!("OUT_DIR"), "/chapters.rs"));
+
+/// The README, whose Rust code is compiled and run like the chapters'.
+#[doc = include_str!("../../README.md")]
+pub mod readme {}

@@ -21,7 +21,7 @@ pub mod topics;
 
 pub use config::{Bootstrap, ConfigError, ErrorHandling, ProcessingGuarantee, StreamsConfig};
 pub use metrics::MetricsSnapshot;
-pub use progress::Progress;
+pub use progress::{grouped, Progress};
 pub use query::{KeyQueryMetadata, KeyValueView, QueryError, WindowView};
 pub use restore::RestoreError;
 pub use setup::{create_internal_topics, StartError};

@@ -69,8 +69,8 @@ impl Progress {
     }
 }
 
-/// `n` with thousands separated by commas.
-fn grouped(n: u64) -> String {
+/// `n` with thousands separated by commas, as progress lines print counts.
+pub fn grouped(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, digit) in digits.chars().enumerate() {

@@ -1,7 +1,8 @@
 //! The fraud job's topology: BoxOffice's order events in, an alert out for every order that
 //! holds seats, releases them, holds and releases again within the window — the four in a row
 //! among the order's holds and releases, in event time. The `fraud_detection` example runs it
-//! on a broker; tests run it through the `TestDriver`.
+//! on a broker through [`job`], writing the traffic of [`traffic`]; tests run it through the
+//! `TestDriver` and on the embedded broker.
 //!
 //! Contract: topic `order-events`, key the order id, value JSON
 //! `{"type": ..., "order_id": ..., "show": ..., "seats": n, "at": <epoch ms>}` with the record
@@ -9,6 +10,9 @@
 //! `{"order_id": ..., "pattern": "hold-release-hold-release", "first_at": ms, "last_at": ms}`.
 
 use std::time::Duration;
+
+pub mod job;
+pub mod traffic;
 
 use eddy::serde::{JsonSerde, StringSerde};
 use eddy::streams::pattern::{AfterMatchSkip, Pattern, PatternMatch};
