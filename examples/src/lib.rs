@@ -2,3 +2,6 @@
 //! `cargo run --example NAME`.
 
 pub mod fraud;
+pub mod on_broker;
+pub mod windowed_join;
+pub mod word_count;

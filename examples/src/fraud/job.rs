@@ -24,6 +24,7 @@ use eddy::streams::TopologyError;
 
 use super::traffic::{Plan, PlanError, Traffic};
 use super::{topology, Alert, FRAUD_ALERTS, ORDER_EVENTS};
+use crate::on_broker::{caught_up, ExampleError};
 
 /// The application's id: its consumer group and the prefix of its internal topics.
 pub const APPLICATION_ID: &str = "fraud-detection";
@@ -129,27 +130,12 @@ impl Summary {
 /// What can stop a run.
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
-    /// The broker could not be used.
+    /// The broker or the application failed.
     #[error(transparent)]
-    Client(#[from] ClientError),
+    Run(#[from] ExampleError),
     /// The traffic asked for cannot be drawn.
     #[error(transparent)]
     Plan(#[from] PlanError),
-    /// The topology could not be built.
-    #[error(transparent)]
-    Topology(#[from] TopologyError),
-    /// The application's settings were refused.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// The application could not start.
-    #[error(transparent)]
-    Start(#[from] StartError),
-    /// The application did not close cleanly.
-    #[error(transparent)]
-    Close(#[from] CloseError),
-    /// The application stopped by itself.
-    #[error("the application stopped: {0:?}")]
-    Stopped(State),
     /// The generator would write over earlier traffic.
     #[error(
         "{ORDER_EVENTS} already holds {0} records: read them with --no-generator, or delete the topic"
@@ -158,9 +144,29 @@ pub enum JobError {
     /// There is nothing to read.
     #[error("{ORDER_EVENTS} does not exist: run with the generator first")]
     NoInput,
-    /// An event could not be written as JSON, or an alert read.
-    #[error("{0}")]
-    Json(String),
+}
+
+/// What an example's run can fail on fails the job the same way.
+macro_rules! failing_the_run {
+    ($($error:ty),*) => {$(
+        impl From<$error> for JobError {
+            fn from(e: $error) -> Self {
+                Self::Run(e.into())
+            }
+        }
+    )*};
+}
+
+failing_the_run!(ClientError, TopologyError, ConfigError, StartError);
+
+impl From<CloseError> for JobError {
+    fn from(e: CloseError) -> Self {
+        Self::Run(ExampleError::Close(Box::new(e)))
+    }
+}
+
+fn serde_failed(reason: String) -> JobError {
+    JobError::Run(ExampleError::Serde(reason))
 }
 
 /// Runs the job, telling `report` what happens; see the module's documentation.
@@ -205,12 +211,12 @@ pub async fn run(
         if let Some(done) = generator.take_if(|g| g.is_finished()) {
             let (events, elapsed) = done
                 .await
-                .map_err(|e| JobError::Json(format!("the generator failed: {e}")))??;
+                .map_err(|e| serde_failed(format!("the generator failed: {e}")))??;
             report(Report::Generated { events, elapsed });
         }
         match streams.state() {
             State::Error | State::PendingError | State::NotRunning => {
-                return Err(JobError::Stopped(streams.state()))
+                return Err(ExampleError::Stopped(streams.state()).into())
             }
             _ => {}
         }
@@ -218,7 +224,7 @@ pub async fn run(
         let idle = figures.idle_for() >= options.idle;
         if generator.is_none() && idle && Instant::now() >= next_check {
             next_check = Instant::now() + Duration::from_millis(200);
-            if caught_up(&admin, &input).await? {
+            if caught_up(&admin, APPLICATION_ID, &input).await? {
                 break;
             }
         }
@@ -284,7 +290,7 @@ async fn generate(bootstrap: String, plan: Plan) -> Result<(u64, Duration), JobE
     let mut written = 0;
     for planned in plan.events() {
         let event = plan.event(planned);
-        let value = serde_json::to_vec(&event).map_err(|e| JobError::Json(e.to_string()))?;
+        let value = serde_json::to_vec(&event).map_err(|e| serde_failed(e.to_string()))?;
         let record = ProducerRecord::new(topic.clone(), value)
             .key(event.order_id)
             .timestamp(event.at);
@@ -297,15 +303,6 @@ async fn generate(bootstrap: String, plan: Plan) -> Result<(u64, Duration), JobE
     }
     producer.close().await?;
     Ok((written, started.elapsed()))
-}
-
-/// Whether the application has committed the end of every input partition.
-async fn caught_up(admin: &Admin, input: &[TopicPartition]) -> Result<bool, ClientError> {
-    let ends = admin.list_offsets(input, OffsetSpec::Latest).await?;
-    let committed = admin.committed_offsets(APPLICATION_ID).await?;
-    Ok(ends
-        .iter()
-        .all(|(tp, &end)| end == 0 || committed.get(tp).is_some_and(|&c| c >= end)))
 }
 
 /// The application's figures over the run: progress reports, and when records were processed.
@@ -397,7 +394,7 @@ impl Alerts {
         for record in self.consumer.poll(timeout).await? {
             let value = record.value.unwrap_or_default();
             let alert: Alert = serde_json::from_slice(&value).map_err(|e| {
-                JobError::Json(format!(
+                serde_failed(format!(
                     "{FRAUD_ALERTS} partition {} offset {} is no alert: {e}",
                     record.partition, record.offset
                 ))

@@ -7,6 +7,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use eddy_core::streams::internals::EmitIntervals;
+
 use crate::client::config::{bad, millis, number, split_list};
 use crate::client::ClientError;
 
@@ -105,6 +107,19 @@ pub struct StreamsConfig {
     /// `state.checkpoint.max.bytes` (eddy's own): the write buffers of a thread's tasks
     /// together are checkpointed early once they hold this much. Default 64 MiB.
     pub state_checkpoint_max_bytes: usize,
+    /// `max.task.idle.ms`: how long a task reading several partitions waits for data on an
+    /// empty one that is caught up before it processes the others' records without it;
+    /// `None` (-1) never waits. An empty partition with records still on the broker (or whose
+    /// end is not yet known) is always waited for, unless this is `None`, so that records
+    /// are processed in timestamp order across the task's inputs. Default 0, as in Kafka.
+    pub max_task_idle: Option<Duration>,
+    /// How often a task looks for what is due to be emitted by wall-clock time: the final
+    /// results of windowed aggregations emitted on window close
+    /// (`__emit.interval.ms.kstreams.windowed.aggregation__`) and records of left and outer
+    /// stream joins left without a partner
+    /// (`__emit.interval.ms.kstreams.outer.join.spurious.results.fix__`), Kafka Streams'
+    /// internal settings. Default 1 s each, as in Kafka.
+    pub emit_intervals: EmitIntervals,
     /// `acceptable.recovery.lag`: how far behind its changelog a copy of a task's state may
     /// be and still take the task at once. Default 10,000 records.
     pub acceptable_recovery_lag: u64,
@@ -178,6 +193,8 @@ impl StreamsConfig {
             statestore_cache_max_bytes: 10 * 1024 * 1024,
             state_checkpoint_interval: Duration::from_secs(5),
             state_checkpoint_max_bytes: 64 * 1024 * 1024,
+            max_task_idle: Some(Duration::ZERO),
+            emit_intervals: EmitIntervals::default(),
             acceptable_recovery_lag: 10_000,
             max_warmup_replicas: 2,
             probing_rebalance_interval: Duration::from_secs(600),
@@ -235,6 +252,18 @@ impl StreamsConfig {
             }
             "state.checkpoint.max.bytes" => {
                 self.state_checkpoint_max_bytes = number(key, value)?;
+            }
+            "max.task.idle.ms" => {
+                self.max_task_idle = match value.trim() {
+                    "-1" => None,
+                    _ => Some(millis(key, value)?),
+                };
+            }
+            EmitIntervals::WINDOWED_AGGREGATION_KEY => {
+                self.emit_intervals.windowed_aggregation_ms = number(key, value)?;
+            }
+            EmitIntervals::OUTER_JOIN_KEY => {
+                self.emit_intervals.outer_join_ms = number(key, value)?;
             }
             "acceptable.recovery.lag" => self.acceptable_recovery_lag = number(key, value)?,
             "max.warmup.replicas" => self.max_warmup_replicas = number(key, value)?,

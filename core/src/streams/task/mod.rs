@@ -329,6 +329,29 @@ impl StreamTask {
             .min()
     }
 
+    /// How many input topics the task reads (of its partition number).
+    pub fn input_count(&self) -> usize {
+        self.inputs.len()
+    }
+
+    /// The input topics whose queues are empty, by their place among the inputs: while one
+    /// of them may still have records on the broker, the next record by timestamp is not
+    /// known (Kafka Streams' `max.task.idle.ms`).
+    pub fn empty_inputs(&self) -> impl Iterator<Item = (usize, &str)> + '_ {
+        self.inputs
+            .iter()
+            .enumerate()
+            .filter(|(_, q)| q.records.is_empty())
+            .map(|(i, q)| (i, &*q.topic))
+    }
+
+    /// The offset of the first record of `topic` queued and not yet processed: where the
+    /// task's progress in that input stands while records wait.
+    pub fn next_queued_offset(&self, topic: &str) -> Option<Offset> {
+        let queue = self.inputs.iter().find(|q| &*q.topic == topic)?;
+        queue.records.front().map(|r| r.0)
+    }
+
     /// Records queued and not yet processed.
     pub fn queued(&self) -> usize {
         self.inputs.iter().map(|q| q.records.len()).sum()

@@ -17,6 +17,9 @@ fn the_defaults_are_kafka_streams_defaults() {
     assert_eq!(config.num_standby_replicas, 0);
     assert_eq!(config.state_checkpoint_interval, Duration::from_secs(5));
     assert_eq!(config.state_checkpoint_max_bytes, 64 << 20);
+    assert_eq!(config.max_task_idle, Some(Duration::ZERO));
+    assert_eq!(config.emit_intervals.outer_join_ms, 1_000);
+    assert_eq!(config.emit_intervals.windowed_aggregation_ms, 1_000);
     assert_eq!(config.deserialization_handling, ErrorHandling::Fail);
     assert_eq!(config.production_handling, ErrorHandling::Fail);
     assert!(config
@@ -64,8 +67,17 @@ fn properties_set_the_typed_fields() {
         ("replication.factor", "3"),
         ("state.checkpoint.interval.ms", "250"),
         ("state.checkpoint.max.bytes", "1048576"),
+        ("max.task.idle.ms", "250"),
+        (EmitIntervals::OUTER_JOIN_KEY, "0"),
+        (EmitIntervals::WINDOWED_AGGREGATION_KEY, "10"),
     ])
     .unwrap();
+    assert_eq!(config.max_task_idle, Some(Duration::from_millis(250)));
+    assert_eq!(config.emit_intervals.outer_join_ms, 0);
+    assert_eq!(config.emit_intervals.windowed_aggregation_ms, 10);
+    let never_idle =
+        StreamsConfig::from_properties([("application.id", "a"), ("max.task.idle.ms", "-1")]);
+    assert_eq!(never_idle.unwrap().max_task_idle, None);
     assert_eq!(
         config.bootstrap,
         Bootstrap::Servers(vec!["a:9092".into(), "b:9092".into()])

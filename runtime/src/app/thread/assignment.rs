@@ -87,6 +87,7 @@ impl TaskManager {
         // Under either guarantee: sled takes a key once per checkpoint, however often it
         // changes; under exactly-once, sled holds committed state only.
         task_config.write_buffer = true;
+        task_config.emit_intervals = self.config.emit_intervals;
         StreamTask::new(&self.topology, id, &task_config).map_err(|e| ThreadError::Task {
             task: id,
             source: StreamsError::Processor {

@@ -11,6 +11,7 @@
 
 mod assignment;
 mod errors;
+mod idling;
 mod tasks;
 
 use std::collections::{BTreeMap, HashMap};
@@ -25,6 +26,7 @@ use tracing::Instrument;
 
 pub(crate) use self::assignment::on_disk_sums;
 use self::errors::ErrorHandlers;
+use self::idling::Idling;
 use self::tasks::{ProducerFactory, TaskManager};
 use super::assignor::StreamsAssignor;
 use super::metrics::{StreamsMetrics, ThreadMetrics};
@@ -178,6 +180,7 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
     let errors = ErrorHandlers::new(&config);
     let application_id = config.application_id.clone();
     let checkpoint_max_bytes = config.state_checkpoint_max_bytes;
+    let max_task_idle = config.max_task_idle;
     let manager = Arc::new(Mutex::new(TaskManager {
         topology,
         config,
@@ -205,6 +208,7 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
         index,
         metrics: ThreadMetrics::new(metrics, &application_id, index),
         late_seen: BTreeMap::new(),
+        idling: Idling::new(max_task_idle),
     }));
     manager.lock().await.report_owned().await;
     consumer.set_rebalance_listener(Revocations {
@@ -349,7 +353,7 @@ async fn poll_loop(
                 }
             }
             tasks.route(records)?;
-            tasks.process().await?;
+            tasks.process(consumer).await?;
             let restore_wait = if tasks.updater.is_restoring() && !polled {
                 RESTORE_WAIT
             } else {

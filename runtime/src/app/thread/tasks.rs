@@ -14,6 +14,7 @@ use eddy_core::streams::store::Checkpoint;
 use eddy_core::streams::{TaskId, Topology};
 
 use super::errors::{Decision, ErrorHandlers};
+use super::idling::Idling;
 use super::ThreadError;
 use crate::app::assignor::StreamsAssignor;
 use crate::app::metrics::ThreadMetrics;
@@ -74,6 +75,8 @@ pub(super) struct TaskManager {
     pub(super) metrics: ThreadMetrics,
     /// The records each task had dropped as late at the last commit.
     pub(super) late_seen: BTreeMap<TaskId, u64>,
+    /// When a task waits for an empty input (`max.task.idle.ms`).
+    pub(super) idling: Idling,
 }
 
 fn millis_now() -> i64 {
@@ -121,17 +124,24 @@ impl TaskManager {
         Ok(())
     }
 
-    /// Runs every queued record through its task and sends what the tasks wrote.
-    pub(super) async fn process(&mut self) -> Result<(), ThreadError> {
+    /// Runs the queued records through their tasks — a task reading several partitions
+    /// only while the next record by timestamp is known, see [`Idling`] — and sends what the
+    /// tasks wrote.
+    pub(super) async fn process(&mut self, consumer: &Consumer) -> Result<(), ThreadError> {
         let now = millis_now();
         let started = Instant::now();
         let mut processed = 0;
         let mut dead_letters = Vec::new();
+        let lag = |tp: &TopicPartition| consumer.lag(tp);
         for (id, task) in &mut self.tasks {
             let _span = tracing::trace_span!("task", task = %id).entered();
             let failed = |source| ThreadError::Task { task: *id, source };
             task.set_wall_clock(now).map_err(failed)?;
+            let mut verdicts = Vec::new();
             loop {
+                if !self.idling.ready(task, &lag, started, &mut verdicts) {
+                    break;
+                }
                 match task.process() {
                     Ok(true) => processed += 1,
                     Ok(false) => break,
@@ -368,18 +378,26 @@ impl TaskManager {
         }
     }
 
-    /// The offset to commit for each input partition: the consumer's position, as Kafka
-    /// Streams commits it (every record polled is processed by now, and the position is
-    /// past the transaction markers that follow the last one, so a caught-up application
-    /// shows no lag), or after the last record processed where the position is not known.
+    /// The offset to commit for each input partition: the first record its task still has
+    /// queued (a task waiting for another input leaves records unprocessed), or else the
+    /// consumer's position, as Kafka Streams commits it (every record polled is processed,
+    /// and the position is past the transaction markers that follow the last one, so a
+    /// caught-up application shows no lag), or after the last record polled where the
+    /// position is not known.
     async fn committable(&mut self, consumer: &mut Consumer) -> BTreeMap<TopicPartition, i64> {
         let mut offsets = BTreeMap::new();
-        let inputs: Vec<TopicPartition> = self
-            .inputs
-            .iter()
-            .filter(|(_, id)| self.tasks.contains_key(id))
-            .map(|(tp, _)| tp.clone())
-            .collect();
+        let mut inputs = Vec::new();
+        for (tp, id) in &self.inputs {
+            let Some(task) = self.tasks.get(id) else {
+                continue;
+            };
+            match task.next_queued_offset(&tp.topic) {
+                Some(waiting) => {
+                    offsets.insert(tp.clone(), waiting);
+                }
+                None => inputs.push(tp.clone()),
+            }
+        }
         for tp in inputs {
             let processed = self.processed.get(&tp).copied();
             let position = match processed {
