@@ -3,5 +3,6 @@
 
 pub mod fraud;
 pub mod on_broker;
+pub mod partition_skew;
 pub mod windowed_join;
 pub mod word_count;
