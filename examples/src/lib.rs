@@ -3,6 +3,7 @@
 
 pub mod fraud;
 pub mod on_broker;
+pub mod order_events;
 pub mod partition_skew;
 pub mod windowed_join;
 pub mod word_count;

@@ -16,6 +16,7 @@ use eddy::client::{
 use eddy::log::TopicPartition;
 use eddy::streams::windows::WindowError;
 use eddy::streams::{Topology, TopologyError};
+use eddy::tools::groups::GroupsError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -40,6 +41,9 @@ pub enum ExampleError {
     /// The application stopped by itself.
     #[error("the application stopped: {0:?}")]
     Stopped(State),
+    /// A consumer-group command failed.
+    #[error(transparent)]
+    Groups(#[from] GroupsError),
     /// A window was refused.
     #[error(transparent)]
     Window(#[from] WindowError),
