@@ -106,7 +106,10 @@ async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
         },
         eddy_examples::fraud::PATTERN,
         args.window_minutes,
-        state_dir.display(),
+        match &temporary {
+            Some(_) => "a temporary directory".to_string(),
+            None => state_dir.display().to_string(),
+        },
     );
     let options = JobOptions {
         bootstrap,

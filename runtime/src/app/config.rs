@@ -384,5 +384,6 @@ impl StreamsConfig {
     }
 }
 
+mod properties;
 #[cfg(test)]
 mod tests;

@@ -213,7 +213,7 @@ impl ProducerConfig {
                     config.max_in_flight = number(key, value)?
                 }
                 "delivery.timeout.ms" => config.delivery_timeout = millis(key, value)?,
-                "transactional.id" => config.transactional_id = Some(value.to_string()),
+                "transactional.id" => config.transactional_id = optional(value),
                 "transaction.timeout.ms" => config.transaction_timeout = millis(key, value)?,
                 _ => return Err(ClientError::Config(format!("unknown property {key}"))),
             }
@@ -402,8 +402,8 @@ impl ConsumerConfig {
                 continue;
             }
             match key {
-                "group.id" => config.group_id = Some(value.to_string()),
-                "group.instance.id" => config.group_instance_id = Some(value.to_string()),
+                "group.id" => config.group_id = optional(value),
+                "group.instance.id" => config.group_instance_id = optional(value),
                 "auto.offset.reset" => {
                     config.auto_offset_reset = match value {
                         "earliest" => OffsetReset::Earliest,
@@ -533,6 +533,12 @@ pub(crate) fn boolean(key: &str, value: &str) -> Result<bool, ClientError> {
         "false" => Ok(false),
         _ => Err(bad(key, value)),
     }
+}
+
+/// An optional setting: empty means unset.
+fn optional(value: &str) -> Option<String> {
+    let value = value.trim();
+    (!value.is_empty()).then(|| value.to_string())
 }
 
 /// A `compression.type` value.

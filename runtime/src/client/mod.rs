@@ -14,6 +14,7 @@ mod connection;
 mod consumer;
 mod offsets;
 mod producer;
+pub(crate) mod properties;
 mod versions;
 
 pub use admin::{
