@@ -348,4 +348,13 @@ async fn shutting_down_the_application_stops_every_instance() {
         errors.iter().any(|e| e.contains("42, the first time")),
         "{errors:?}"
     );
+    // The failed thread left the group; the three that took the order stay until their
+    // sessions end, as Kafka Streams' members do, so that none of them starts a rebalance
+    // that a member syncing late would get instead of the order.
+    let admin = eddy::client::Admin::connect(broker.bootstrap())
+        .await
+        .unwrap();
+    let group = admin.describe_group(&app).await.unwrap();
+    assert_eq!(group.state, "Stable", "{group:?}");
+    assert_eq!(group.members.len(), 3, "{group:?}");
 }

@@ -149,6 +149,15 @@ impl Launcher {
         !assignors.is_empty()
     }
 
+    /// Tells the instance's remaining threads that the application's shutdown was ordered,
+    /// so that they close without leaving the group.
+    fn application_shutdown_ordered(&self) {
+        let assignors = self.assignors.lock().unwrap_or_else(|e| e.into_inner());
+        for assignor in assignors.values() {
+            assignor.application_shutdown_ordered();
+        }
+    }
+
     fn forget(&self, index: usize) {
         self.assignors
             .lock()
@@ -181,6 +190,10 @@ pub(crate) async fn supervise(
         let Err(error) = result else {
             continue;
         };
+        if matches!(error, ThreadError::ApplicationShutdown) {
+            // Before the others are told to stop.
+            launcher.application_shutdown_ordered();
+        }
         if stopping || *stop.borrow() {
             // Already stopping: a thread that fails on the way adds nothing to do.
             if outcome.is_ok() {

@@ -7,6 +7,7 @@
 //! member still owns waits for that member to give them up, one rebalance later.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -42,6 +43,9 @@ pub struct StreamsAssignor {
     config: PlacementConfig,
     local: Mutex<LocalState>,
     received: Mutex<Option<TaskAssignment>>,
+    /// Set once the application's shutdown is ordered: the member then closes without
+    /// leaving the group.
+    shutdown_ordered: AtomicBool,
 }
 
 impl std::fmt::Debug for StreamsAssignor {
@@ -74,6 +78,7 @@ impl StreamsAssignor {
             config,
             local: Mutex::new(local),
             received: Mutex::new(None),
+            shutdown_ordered: AtomicBool::new(false),
         }
     }
 
@@ -94,6 +99,22 @@ impl StreamsAssignor {
     /// Asks, at this member's next join, that every instance of the application shut down.
     pub fn request_application_shutdown(&self) {
         lock(&self.local).shutdown_requested = true;
+    }
+
+    /// Records that the application's shutdown was ordered to this member's instance (by
+    /// the assignment of this member or of another thread of the instance).
+    pub fn application_shutdown_ordered(&self) {
+        self.shutdown_ordered.store(true, Ordering::Release);
+    }
+
+    /// Whether the member, stopping, stays in the group until its session times out instead
+    /// of leaving. Members stopping on the application's shutdown do, as Kafka Streams'
+    /// members always do: a member leaving would start a rebalance, and a member of another
+    /// instance whose SyncGroup came after it would be answered with that rebalance instead
+    /// of the assignment that orders it to shut down, and then be given tasks by survivors
+    /// that know nothing of the order.
+    pub fn stays_in_group(&self) -> bool {
+        self.shutdown_ordered.load(Ordering::Acquire)
     }
 
     /// Whether this member asks for the application's shutdown.
@@ -392,6 +413,9 @@ impl Assignor for StreamsAssignor {
                 ..TaskAssignment::default()
             },
         };
+        if received.shutdown_application {
+            self.application_shutdown_ordered();
+        }
         let mut slot = lock(&self.received);
         // An order to shut the application down is not taken back by a later round (the
         // follow-up rebalance its revocations bring) before the thread reads it.

@@ -227,7 +227,12 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
     // Asked to by another instance, the thread stops as cleanly as on a close.
     let clean = matches!(outcome, Ok(()) | Err(ThreadError::ApplicationShutdown));
     let closed = manager.lock().await.close(&mut consumer, clean).await;
-    let left = consumer.close().await;
+    let left = if assignor.stays_in_group() {
+        consumer.close_remaining_in_group();
+        Ok(())
+    } else {
+        consumer.close().await
+    };
     outcome.and(closed).and(left.map_err(ThreadError::from))
 }
 

@@ -504,6 +504,14 @@ impl Consumer {
         }
     }
 
+    /// Closes the consumer without leaving its group, as Kafka Streams' consumers close
+    /// (`internal.leave.group.on.close=false`): the member and the assignment it was given
+    /// stay in the group until its session times out, and no rebalance starts now.
+    pub(crate) fn close_remaining_in_group(self) {
+        // Dropping the membership stops its heartbeat and sends nothing.
+        drop(self);
+    }
+
     async fn auto_commit(&mut self) {
         if !self.config.enable_auto_commit
             || self.group.is_none()

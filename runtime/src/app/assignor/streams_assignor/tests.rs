@@ -326,7 +326,10 @@ fn an_order_to_shut_down_stands_until_the_thread_reads_it() {
         &[subscription("m1", asking.subscription_user_data(&[], &[]))],
     );
     let receiver = assignor();
+    assert!(!receiver.stays_in_group());
     receiver.on_assignment(&stopping["m1"], 1);
+    // Stopping on the order, the member will not leave the group.
+    assert!(receiver.stays_in_group());
     // The round its revocations bring follows before the thread looks: the order stands.
     let normal = assignor().assign(&counts(), &[member("m1", "p1", &[], vec![])]);
     receiver.on_assignment(&normal["m1"], 2);
