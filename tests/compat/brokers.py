@@ -115,6 +115,11 @@ class Broker:
         self.stop()
         return self.start()
 
+    def server_log(self) -> Path:
+        """The broker's own log: Kafka's server.log in its data directory, or what eddy's
+        broker prints."""
+        return Path(self.data_dir) / "server.log" if self.kind == "kafka" else self.log_path
+
     def log_tail(self, lines: int = 40) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])

@@ -2,8 +2,10 @@
 application's committed progress, and the verifier that recomputes every output from the
 input read with read_committed."""
 
+import collections
 import os
 import random
+import re
 import struct
 import subprocess
 import threading
@@ -161,11 +163,11 @@ def read_committed(bootstrap: str, topic: str, partitions: int) -> dict[int, lis
     return out
 
 
-def verify(bootstrap: str, partitions: int, records: int, seed: int):
+def verify(bootstrap: str, partitions: int, records: int, seed: int, explain=lambda: ""):
     """Every transaction finished, in the application's internal topics too; `echo` is
     `data` partition by partition; every value of
     `min`, `sum`, `max` and `cnt` is the running aggregate of its key's input up to that
-    record, none missing or repeated."""
+    record, none missing or repeated. A failure's message ends with `explain()`."""
     from confluent_kafka.admin import AdminClient
     listed = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
     internal = {name: len(t.partitions) for name, t in listed.items() if name.startswith("eos-soak-")}
@@ -180,15 +182,56 @@ def verify(bootstrap: str, partitions: int, records: int, seed: int):
     for p in range(partitions):
         assert echo[p] == data[p], f"echo-{p}: {len(echo[p])} records, {len(data[p])} expected (seed {seed})"
     inputs: dict[bytes, list[int]] = {}
+    # Where each key's inputs are in `data`: (partition, offset among committed records).
+    where: dict[bytes, list[tuple[int, int]]] = {}
     for p in range(partitions):
-        for key, value in data[p]:
+        for i, (key, value) in enumerate(data[p]):
             inputs.setdefault(key, []).append(long(value))
+            where.setdefault(key, []).append((p, i))
+    failures = []
     for topic, aggregate in AGGREGATES.items():
         got: dict[bytes, list[int]] = {}
         for rows in read_committed(bootstrap, topic, partitions).values():
             for key, value in rows:
                 got.setdefault(key, []).append(long(value))
         wrong = [k for k, values in inputs.items() if got.get(k) != aggregate(values)]
-        assert not wrong, f"{topic}: {len(wrong)} keys wrong, e.g. {wrong[0]!r}: " \
-            f"{got.get(wrong[0])} for input {inputs[wrong[0]]} (seed {seed})"
-        assert set(got) == set(inputs), f"{topic}: keys that were never input (seed {seed})"
+        if wrong:
+            failures.append(f"{topic}: {len(wrong)} keys wrong, e.g. {wrong[0]!r}: "
+                            f"{got.get(wrong[0])} for input {inputs[wrong[0]]}; "
+                            + wrong_keys(wrong, inputs, got, aggregate, where))
+        elif set(got) != set(inputs):
+            failures.append(f"{topic}: keys that were never input")
+    # Every topic is checked before failing: which of them lost what tells a lost output
+    # batch (one topic) from inputs processed twice or skipped (all of them).
+    assert not failures, f"seed {seed}: " + "\n".join(failures) + "\n" + explain()
+
+
+def log_lines(path: Path, pattern: str, limit: int = 40) -> str:
+    """The last `limit` lines of the log at `path` that match `pattern`, for a failure's
+    message (colour codes stripped)."""
+    try:
+        text = re.sub(r"\x1b\[[0-9;]*m", "", Path(path).read_text(errors="replace"))
+    except OSError:
+        return f"--- {Path(path).name}: no log"
+    found = [line for line in text.splitlines() if re.search(pattern, line)]
+    return "\n".join([f"--- {Path(path).name}: {len(found)} lines like {pattern!r}, "
+                      f"the last {limit}:", *found[-limit:]])
+
+
+def wrong_keys(wrong, inputs, got, aggregate, where) -> str:
+    """Where the wrong keys go wrong: outputs missing, extra or different, and the span of
+    `data` offsets, per partition, of the first input whose output is not as expected."""
+    kinds = collections.Counter()
+    spans: dict[int, list[int]] = {}
+    for key in wrong:
+        expected, outputs = aggregate(inputs[key]), got.get(key, [])
+        kinds["missing" if len(outputs) < len(expected)
+              else "extra" if len(outputs) > len(expected) else "different"] += 1
+        first = next((i for i, (a, b) in enumerate(zip(expected, outputs)) if a != b),
+                     min(len(expected), len(outputs)))
+        partition, offset = where[key][min(first, len(expected) - 1)]
+        spans.setdefault(partition, []).append(offset)
+    described = ", ".join(f"{n} with outputs {kind}" for kind, n in sorted(kinds.items()))
+    by_partition = "; ".join(f"data-{p}: {len(o)} keys, first wrong input at {min(o)}..{max(o)}"
+                             for p, o in sorted(spans.items()))
+    return f"{described}; {by_partition}"

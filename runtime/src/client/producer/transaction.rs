@@ -142,9 +142,9 @@ impl Transaction {
 }
 
 /// The error for a code a transaction API answered: fenced, abortable, or retriable.
-fn txn_error(what: &str, code: i16) -> ClientError {
+fn txn_error(what: &str, code: i16, broker: &crate::client::cluster::Broker) -> ClientError {
     let refused = ClientError::Refused {
-        addr: String::new(),
+        addr: broker.conn.addr().to_string(),
         what: what.to_string(),
         code,
     };
@@ -224,7 +224,7 @@ pub(super) async fn add_registered_partitions(shared: &Shared) -> Result<(), Cli
                     .map(|p| p.partition_error_code);
                 // OPERATION_NOT_ATTEMPTED only says another partition failed.
                 match codes.find(|&c| c != 0 && c != code::OPERATION_NOT_ATTEMPTED) {
-                    Some(c) => Err(txn_error("AddPartitionsToTxn", c)),
+                    Some(c) => Err(txn_error("AddPartitionsToTxn", c, &broker)),
                     None => Ok(()),
                 }
             }
@@ -347,7 +347,7 @@ impl Producer {
             async move {
                 let response = shared.cluster.send(&broker, &request).await?;
                 if response.error_code != 0 {
-                    return Err(txn_error("InitProducerId", response.error_code));
+                    return Err(txn_error("InitProducerId", response.error_code, &broker));
                 }
                 Ok(ProducerId {
                     id: response.producer_id.0,
@@ -426,7 +426,7 @@ impl Producer {
                 let response = shared.cluster.send(&broker, &add).await?;
                 match response.error_code {
                     0 => Ok(()),
-                    c => Err(txn_error("AddOffsetsToTxn", c)),
+                    c => Err(txn_error("AddOffsetsToTxn", c, &broker)),
                 }
             }
         })
@@ -481,7 +481,7 @@ impl Producer {
                     .find(|&c| c != 0);
                 match code {
                     None => Ok(()),
-                    Some(c) => Err(txn_error("TxnOffsetCommit", c)),
+                    Some(c) => Err(txn_error("TxnOffsetCommit", c, &broker)),
                 }
             }
         })
@@ -598,7 +598,7 @@ impl Producer {
                             "EndTxn: the coordinator's transaction state differs (error {})",
                             code::INVALID_TXN_STATE
                         ))),
-                        c => Err(txn_error("EndTxn", c)),
+                        c => Err(txn_error("EndTxn", c, &broker)),
                     }
                 }
             })
