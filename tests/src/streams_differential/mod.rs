@@ -1,6 +1,6 @@
 //! eddy's streams engine held to Kafka Streams on random inputs: for every catalog scenario,
 //! seeded inputs ([`generate`]) run through Kafka Streams' `TopologyTestDriver`
-//! ([`reference`]) and through eddy's `TestDriver`, and the two outputs must be the same
+//! ([`mod@reference`]) and through eddy's `TestDriver`, and the two outputs must be the same
 //! records (key, value, timestamp, headers) in the same order. A disagreement is shrunk
 //! ([`shrink`]) to a small input that still disagrees, ready to join the catalog.
 //!

@@ -894,7 +894,10 @@ impl Record {
         let num_headers = num_headers as usize;
         // eddy: a header takes at least two bytes; refuse counts the input cannot hold.
         if num_headers > bytes::Buf::remaining(buf) {
-            bail!("Record header count {num_headers} exceeds the {} bytes remaining", bytes::Buf::remaining(buf));
+            bail!(
+                "Record header count {num_headers} exceeds the {} bytes remaining",
+                bytes::Buf::remaining(buf)
+            );
         }
 
         let mut headers = IndexMap::with_capacity(num_headers);

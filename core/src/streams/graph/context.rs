@@ -108,7 +108,7 @@ impl<'a, KOut, VOut> ProcessorContext<'a, KOut, VOut> {
         self.graph.state.emit_intervals
     }
 
-    /// Schedules [`Processor::punctuate`] every `interval_ms` of `kind`'s clock, as Kafka
+    /// Schedules [`Processor::punctuate`](crate::streams::processor::Processor::punctuate) every `interval_ms` of `kind`'s clock, as Kafka
     /// does. In stream time punctuations fall on multiples of the interval, the first with
     /// the first record; in wall-clock time on multiples of it from one interval after now.
     /// Missed punctuations are not made up: after a jump the next is the next multiple.

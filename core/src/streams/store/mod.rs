@@ -1,6 +1,6 @@
 //! State stores, as Kafka Streams layers them: an inner store of bytes ([`BytesStore`]: keys
 //! in the byte order of their serialized form, which is the order range scans follow, as in
-//! Kafka), in memory or on disk; over it the [layers](layers) every store gets — an
+//! Kafka), in memory or on disk; over it the [layers] every store gets — an
 //! exactly-once write buffer, change-logging (every write recorded, so the runtime can ship
 //! the writes to the store's compacted changelog topic and rebuild the store from it) and a
 //! record cache; key-value, window and session stores over the layers, with Kafka's

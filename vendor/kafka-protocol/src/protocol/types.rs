@@ -431,7 +431,10 @@ fn check_collection_size(n: usize) -> Result<()> {
 fn compact_string_len(n: u32) -> Result<usize> {
     let len = (n - 1) as usize;
     if len > i16::MAX as usize {
-        bail!("CompactString of {len} bytes is longer than Kafka allows ({})", i16::MAX);
+        bail!(
+            "CompactString of {len} bytes is longer than Kafka allows ({})",
+            i16::MAX
+        );
     }
     Ok(len)
 }
@@ -1020,7 +1023,10 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for Array<E> {
                 // eddy: every element takes at least one byte, so a count above the bytes
                 // that remain is malformed; refuse it before allocating for it.
                 if n as usize > buf.remaining() {
-                    bail!("Array length {n} exceeds the {} bytes remaining", buf.remaining());
+                    bail!(
+                        "Array length {n} exceeds the {} bytes remaining",
+                        buf.remaining()
+                    );
                 }
                 check_collection_size(n as usize)?;
                 let mut result = Vec::with_capacity(n as usize);
@@ -1134,7 +1140,11 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for CompactArray<E> {
                 // eddy: every element takes at least one byte, so a count above the bytes
                 // that remain is malformed; refuse it before allocating for it.
                 if (n - 1) as usize > buf.remaining() {
-                    bail!("CompactArray length {} exceeds the {} bytes remaining", n - 1, buf.remaining());
+                    bail!(
+                        "CompactArray length {} exceeds the {} bytes remaining",
+                        n - 1,
+                        buf.remaining()
+                    );
                 }
                 check_collection_size((n - 1) as usize)?;
                 let mut result = Vec::with_capacity((n - 1) as usize);
@@ -1238,5 +1248,68 @@ mod tests {
     fn smoke_compact_bytes_encoder_decoder() {
         test_encoder_decoder(CompactBytes, vec![1, 2, 3, 4], &[5, 1, 2, 3, 4]);
         test_encoder_decoder(CompactBytes, None::<Vec<u8>>, &[0]);
+    }
+}
+
+/// eddy: the bounds of EDDY-PATCHES.md, each refused before anything is allocated for it.
+#[cfg(test)]
+mod eddy_bounds {
+    use super::*;
+    use crate::messages::MetadataRequest;
+    use crate::protocol::Decodable;
+
+    #[test]
+    fn an_array_claiming_more_elements_than_bytes_remain_is_refused() {
+        let mut input = Vec::new();
+        input.extend_from_slice(&i32::MAX.to_be_bytes());
+        input.extend_from_slice(&[0, 0, 0]);
+        let decoded: Result<Vec<i32>> = Array(Int32).decode(&mut &input[..]);
+        let error = decoded.unwrap_err().to_string();
+        assert!(error.contains("exceeds the 3 bytes remaining"), "{error}");
+    }
+
+    #[test]
+    fn a_compact_array_claiming_more_elements_than_bytes_remain_is_refused() {
+        let mut input = Vec::new();
+        UnsignedVarInt.encode(&mut input, u32::MAX).unwrap();
+        input.push(0);
+        let decoded: Result<Vec<i8>> = CompactArray(Int8).decode(&mut &input[..]);
+        let error = decoded.unwrap_err().to_string();
+        assert!(error.contains("exceeds the 1 bytes remaining"), "{error}");
+    }
+
+    #[test]
+    fn a_collection_of_more_than_a_million_elements_is_refused_as_kafka_refuses_it() {
+        for count in [MAX_COLLECTION_SIZE, MAX_COLLECTION_SIZE + 1] {
+            let mut input = (count as i32).to_be_bytes().to_vec();
+            input.resize(4 + count, 7);
+            let decoded: Result<Vec<i8>> = Array(Int8).decode(&mut &input[..]);
+            assert_eq!(decoded.is_ok(), count == MAX_COLLECTION_SIZE, "{count}");
+        }
+    }
+
+    #[test]
+    fn a_compact_string_longer_than_i16_max_is_refused_both_ways() {
+        let long = "x".repeat(i16::MAX as usize + 1);
+        let mut input = Vec::new();
+        assert!(CompactString.encode(&mut input, long.as_str()).is_err());
+        UnsignedVarInt
+            .encode(&mut input, long.len() as u32 + 1)
+            .unwrap();
+        input.extend_from_slice(long.as_bytes());
+        let decoded: Result<StdString> = CompactString.decode(&mut &input[..]);
+        assert!(decoded.is_err());
+        let fits = &long[1..];
+        let mut input = Vec::new();
+        CompactString.encode(&mut input, fits).unwrap();
+        let decoded: StdString = CompactString.decode(&mut &input[..]).unwrap();
+        assert_eq!(decoded, fits);
+    }
+
+    #[test]
+    fn a_metadata_request_claiming_two_to_the_31_topics_is_refused() {
+        let mut input = i32::MAX.to_be_bytes().to_vec();
+        input.extend_from_slice(&[0, 0, 0]);
+        assert!(MetadataRequest::decode(&mut &input[..], 8).is_err());
     }
 }
