@@ -9,6 +9,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use kafka_protocol::error::ResponseError::{
+    self, ConcurrentTransactions, CoordinatorNotAvailable, NotCoordinator, UnknownTopicOrPartition,
+};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest, TopicName,
@@ -18,8 +21,24 @@ use kafka_protocol::protocol::{Request, StrBytes};
 use super::versions::BrokerVersions;
 use super::{ClientConfig, ClientError, Connection};
 
-/// Kafka's error code for a topic or partition the broker does not know.
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+/// What a coordinator coordinates: FindCoordinator's `key_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum CoordinatorType {
+    /// A consumer group, keyed by its group id.
+    Group,
+    /// A transactional producer, keyed by its `transactional.id`.
+    Transaction,
+}
+
+impl CoordinatorType {
+    /// The `key_type` of FindCoordinator.
+    fn key_type(self) -> i8 {
+        match self {
+            Self::Group => 0,
+            Self::Transaction => 1,
+        }
+    }
+}
 
 /// A broker's connection and the API versions it serves.
 #[derive(Debug, Clone)]
@@ -65,7 +84,7 @@ struct State {
     connections: HashMap<(String, Route), Broker>,
     /// Per address: no new attempt before this instant, and the failures in a row.
     backoff: HashMap<String, (Instant, u32)>,
-    coordinators: HashMap<(i8, String), i32>,
+    coordinators: HashMap<(CoordinatorType, String), i32>,
     /// Addresses a background task is connecting to.
     connecting: std::collections::HashSet<String>,
     /// A background metadata refresh is under way.
@@ -178,7 +197,7 @@ impl Cluster {
         let handshake = async {
             let response = ask(3).await?;
             // A broker that does not know v3 answers UNSUPPORTED_VERSION in v0's layout.
-            if response.error_code == 35 {
+            if response.error_code == ResponseError::UnsupportedVersion.code() {
                 return ask(0).await;
             }
             Ok(response)
@@ -440,7 +459,8 @@ impl Cluster {
                 Ok(()) => match self.topic(topic) {
                     Some(Ok(meta)) if !meta.leaders.is_empty() => return Ok(meta),
                     Some(Err(code))
-                        if code != UNKNOWN_TOPIC_OR_PARTITION && !super::retriable(code) =>
+                        if ResponseError::try_from_code(code)
+                            .is_some_and(|e| e != UnknownTopicOrPartition && !e.is_retriable()) =>
                     {
                         return Err(ClientError::Refused {
                             addr: String::new(),
@@ -451,7 +471,7 @@ impl Cluster {
                     _ => ClientError::Refused {
                         addr: String::new(),
                         what: format!("metadata of topic {topic}"),
-                        code: UNKNOWN_TOPIC_OR_PARTITION,
+                        code: UnknownTopicOrPartition.code(),
                     },
                 },
                 Err(e) => e,
@@ -464,9 +484,13 @@ impl Cluster {
         }
     }
 
-    /// The node id of the coordinator of `key` (`key_type` 0: a group, 1: a transactional
-    /// id), found with FindCoordinator and remembered until [`Self::forget_coordinator`].
-    pub(crate) async fn coordinator(&self, key_type: i8, key: &str) -> Result<Broker, ClientError> {
+    /// The coordinator of `key`, a group or a transactional id, found with FindCoordinator
+    /// and remembered until [`Self::forget_coordinator`].
+    pub(crate) async fn coordinator(
+        &self,
+        key_type: CoordinatorType,
+        key: &str,
+    ) -> Result<Broker, ClientError> {
         let known = self
             .state()
             .coordinators
@@ -487,11 +511,11 @@ impl Cluster {
         let key_bytes = StrBytes::from_string(key.to_string());
         let request = if version >= 4 {
             FindCoordinatorRequest::default()
-                .with_key_type(key_type)
+                .with_key_type(key_type.key_type())
                 .with_coordinator_keys(vec![key_bytes])
         } else {
             FindCoordinatorRequest::default()
-                .with_key_type(key_type)
+                .with_key_type(key_type.key_type())
                 .with_key(key_bytes)
         };
         let response = self.send_at(&broker, version, &request).await?;
@@ -529,7 +553,7 @@ impl Cluster {
     }
 
     /// Forgets the coordinator of `key` (it answered NOT_COORDINATOR, or is unreachable).
-    pub(crate) fn forget_coordinator(&self, key_type: i8, key: &str) {
+    pub(crate) fn forget_coordinator(&self, key_type: CoordinatorType, key: &str) {
         self.state()
             .coordinators
             .remove(&(key_type, key.to_string()));
@@ -561,14 +585,14 @@ impl Cluster {
         }
     }
 
-    /// Calls `attempt` with the coordinator of `key` (`key_type` 0: a group, 1: a
-    /// transactional id) until it succeeds, fails with an error that is not retriable, or
+    /// Calls `attempt` with the coordinator of `key`, a group or a transactional id, until it
+    /// succeeds, fails with an error that is not retriable, or
     /// `deadline` passes. A coordinator that moved or cannot be reached is looked up again;
     /// CONCURRENT_TRANSACTIONS (the previous transaction still completing) is retried after a
     /// short wait, as Kafka's clients do.
     pub(crate) async fn with_coordinator<T, F, Fut>(
         &self,
-        key_type: i8,
+        key_type: CoordinatorType,
         key: &str,
         deadline: Instant,
         mut attempt: F,
@@ -577,16 +601,13 @@ impl Cluster {
         F: FnMut(Broker) -> Fut,
         Fut: std::future::Future<Output = Result<T, ClientError>>,
     {
-        const NOT_COORDINATOR: i16 = 16;
-        const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-        const CONCURRENT_TRANSACTIONS: i16 = 51;
         loop {
             let result = match self.coordinator(key_type, key).await {
                 Ok(broker) => attempt(broker).await,
                 Err(e) => Err(e),
             };
             let Err(e) = &result else { return result };
-            if matches!(e.code(), Some(NOT_COORDINATOR | COORDINATOR_NOT_AVAILABLE))
+            if matches!(e.error(), Some(NotCoordinator | CoordinatorNotAvailable))
                 || matches!(
                     e,
                     ClientError::Io { .. }
@@ -596,12 +617,13 @@ impl Cluster {
             {
                 self.forget_coordinator(key_type, key);
             }
-            let wait = if e.code() == Some(CONCURRENT_TRANSACTIONS) {
+            let concurrent = e.error() == Some(ConcurrentTransactions);
+            let wait = if concurrent {
                 Duration::from_millis(20)
             } else {
                 self.config.retry_backoff
             };
-            let retriable = e.is_retriable() || e.code() == Some(CONCURRENT_TRANSACTIONS);
+            let retriable = e.is_retriable() || concurrent;
             if !retriable || Instant::now() + wait >= deadline {
                 return result;
             }

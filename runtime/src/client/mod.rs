@@ -35,6 +35,8 @@ pub use producer::{
     SentAll, Topic,
 };
 
+use kafka_protocol::error::ResponseError;
+
 /// What can go wrong talking to a broker. Cheap to clone: a failed batch of a producer hands
 /// the same error to every record in it.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -113,16 +115,22 @@ impl ClientError {
             _ => None,
         }
     }
+
+    /// The Kafka error the broker answered with, if that is what went wrong: what the client
+    /// matches on, rather than bare codes.
+    pub(crate) fn error(&self) -> Option<ResponseError> {
+        self.code().and_then(ResponseError::try_from_code)
+    }
 }
 
 /// Whether Kafka calls the error `code` retriable.
 pub(crate) fn retriable(code: i16) -> bool {
-    kafka_protocol::error::ResponseError::try_from_code(code).is_some_and(|e| e.is_retriable())
+    ResponseError::try_from_code(code).is_some_and(|e| e.is_retriable())
 }
 
 /// Kafka's name for an error code.
 fn error_name(code: i16) -> String {
-    match kafka_protocol::error::ResponseError::try_from_code(code) {
+    match ResponseError::try_from_code(code) {
         Some(e) => format!("{e} (error {code})"),
         None => "no error".to_string(),
     }

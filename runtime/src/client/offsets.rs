@@ -19,7 +19,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::cluster::Cluster;
+use super::cluster::{Cluster, CoordinatorType};
 use super::ClientError;
 
 /// Who commits: a member of a generation, or nobody (-1, empty member id) from outside.
@@ -67,7 +67,7 @@ pub(crate) async fn fetch(
 ) -> Result<BTreeMap<TopicPartition, i64>, ClientError> {
     let topics = partitions.map(|ps| by_topic(ps.iter().map(|tp| (tp, ()))));
     cluster
-        .with_coordinator(0, group, deadline, |broker| {
+        .with_coordinator(CoordinatorType::Group, group, deadline, |broker| {
             let topics = topics.clone();
             async move {
                 let version = broker.version::<OffsetFetchRequest>()?;
@@ -178,7 +178,7 @@ pub(crate) async fn commit(
                 .collect(),
         );
     cluster
-        .with_coordinator(0, group, deadline, |broker| {
+        .with_coordinator(CoordinatorType::Group, group, deadline, |broker| {
             let request = request.clone();
             async move {
                 let response = cluster.send(&broker, &request).await?;

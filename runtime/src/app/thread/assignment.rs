@@ -22,14 +22,9 @@ use super::ThreadError;
 use crate::app::assignor::placement::RUNNING;
 use crate::app::assignor::protocol::TaskAssignment;
 use crate::client::{ClientError, Consumer};
-
-/// Kafka error codes that say a consumer's generation is over.
-mod code {
-    pub(super) const ILLEGAL_GENERATION: i16 = 22;
-    pub(super) const UNKNOWN_MEMBER_ID: i16 = 25;
-    pub(super) const REBALANCE_IN_PROGRESS: i16 = 27;
-    pub(super) const FENCED_INSTANCE_ID: i16 = 82;
-}
+use kafka_protocol::error::ResponseError::{
+    FencedInstanceId, IllegalGeneration, RebalanceInProgress, UnknownMemberId,
+};
 
 /// Whether `error` says that this member's tasks may belong to another member now (Kafka
 /// Streams' `TaskMigratedException`): closing them dirty and rejoining recovers.
@@ -39,13 +34,8 @@ pub(super) fn tasks_migrated(error: &ThreadError) -> bool {
     };
     matches!(e, ClientError::Fenced(_) | ClientError::CommitFailed(_))
         || matches!(
-            e.code(),
-            Some(
-                code::ILLEGAL_GENERATION
-                    | code::UNKNOWN_MEMBER_ID
-                    | code::REBALANCE_IN_PROGRESS
-                    | code::FENCED_INSTANCE_ID
-            )
+            e.error(),
+            Some(IllegalGeneration | UnknownMemberId | RebalanceInProgress | FencedInstanceId)
         )
 }
 

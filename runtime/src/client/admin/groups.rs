@@ -8,6 +8,7 @@ use eddy_core::wire::consumer_protocol::decode_assignment;
 use kafka_protocol::messages::{DescribeGroupsRequest, GroupId, ListGroupsRequest};
 
 use super::{text, Admin};
+use crate::client::cluster::CoordinatorType;
 use crate::client::offsets::{self, Committer};
 use crate::client::ClientError;
 
@@ -80,7 +81,7 @@ impl Admin {
         let request = DescribeGroupsRequest::default().with_groups(vec![GroupId(text(group))]);
         let cluster = &self.cluster;
         let g = cluster
-            .with_coordinator(0, group, self.deadline(), |broker| {
+            .with_coordinator(CoordinatorType::Group, group, self.deadline(), |broker| {
                 let request = request.clone();
                 async move {
                     let response = cluster.send(&broker, &request).await?;

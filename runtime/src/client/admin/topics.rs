@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use eddy_core::log::TopicPartition;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
@@ -74,9 +75,6 @@ pub struct TopicDescription {
     pub partitions: Vec<PartitionDescription>,
 }
 
-/// Kafka's TOPIC_ALREADY_EXISTS.
-const TOPIC_ALREADY_EXISTS: i16 = 36;
-
 impl Admin {
     /// Creates topics and waits until every partition has a leader that answers. A topic
     /// that exists already is an error ([`ClientError::Refused`] with code 36).
@@ -132,7 +130,7 @@ impl Admin {
     /// leaders.
     pub async fn ensure_topic(&self, topic: &NewTopic) -> Result<(), ClientError> {
         match self.create_topics(std::slice::from_ref(topic)).await {
-            Err(e) if e.code() == Some(TOPIC_ALREADY_EXISTS) => {
+            Err(e) if e.error() == Some(ResponseError::TopicAlreadyExists) => {
                 let count = self.partition_count(&topic.name).await?;
                 self.wait_for_leaders(&topic.name, count).await
             }

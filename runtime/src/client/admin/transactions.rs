@@ -7,6 +7,7 @@ use kafka_protocol::messages::{
 };
 
 use super::{text, Admin};
+use crate::client::cluster::CoordinatorType;
 use crate::client::ClientError;
 
 /// A transactional id as ListTransactions shows it.
@@ -74,25 +75,32 @@ impl Admin {
         let request = DescribeTransactionsRequest::default()
             .with_transactional_ids(vec![TransactionalId(text(transactional_id))]);
         let cluster = &self.cluster;
-        let t = cluster
-            .with_coordinator(1, transactional_id, self.deadline(), |broker| {
-                let request = request.clone();
-                async move {
-                    let response = cluster.send(&broker, &request).await?;
-                    let t = response
-                        .transaction_states
-                        .into_iter()
-                        .next()
-                        .ok_or_else(|| {
-                            Self::refused("DescribeTransactions (nothing in the answer)", -1)
-                        })?;
-                    match t.error_code {
-                        0 => Ok(t),
-                        code => Err(Self::refused("DescribeTransactions", code)),
-                    }
-                }
-            })
-            .await?;
+        let t =
+            cluster
+                .with_coordinator(
+                    CoordinatorType::Transaction,
+                    transactional_id,
+                    self.deadline(),
+                    |broker| {
+                        let request = request.clone();
+                        async move {
+                            let response = cluster.send(&broker, &request).await?;
+                            let t = response.transaction_states.into_iter().next().ok_or_else(
+                                || {
+                                    Self::refused(
+                                        "DescribeTransactions (nothing in the answer)",
+                                        -1,
+                                    )
+                                },
+                            )?;
+                            match t.error_code {
+                                0 => Ok(t),
+                                code => Err(Self::refused("DescribeTransactions", code)),
+                            }
+                        }
+                    },
+                )
+                .await?;
         let mut partitions: Vec<TopicPartition> = t
             .topics
             .iter()

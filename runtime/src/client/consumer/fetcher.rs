@@ -26,11 +26,7 @@ use crate::client::cluster::Cluster;
 use crate::client::config::{ConsumerConfig, IsolationLevel, OffsetReset};
 use crate::client::offsets;
 use crate::client::ClientError;
-
-/// Kafka error codes the fetcher handles.
-mod code {
-    pub(super) const OFFSET_OUT_OF_RANGE: i16 = 1;
-}
+use kafka_protocol::error::ResponseError::{self, OffsetOutOfRange};
 
 /// The most a batch may expand to when decompressed.
 const MAX_DECOMPRESSED: usize = 64 << 20;
@@ -586,9 +582,9 @@ impl Fetcher {
                 if state.epoch != epoch || state.fetch_offset != offset {
                     continue; // seeked meanwhile
                 }
-                match p.error_code {
-                    0 => {}
-                    code::OFFSET_OUT_OF_RANGE => {
+                match ResponseError::try_from_code(p.error_code) {
+                    None => {}
+                    Some(OffsetOutOfRange) => {
                         if self.config.auto_offset_reset == OffsetReset::None {
                             return Err(ClientError::Refused {
                                 addr: String::new(),
@@ -600,8 +596,8 @@ impl Fetcher {
                         state.needs_reset = true;
                         continue;
                     }
-                    code => {
-                        tracing::debug!(partition = %tp, code, "fetch refused");
+                    Some(error) => {
+                        tracing::debug!(partition = %tp, %error, "fetch refused");
                         self.cluster.mark_stale();
                         continue;
                     }

@@ -9,6 +9,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use eddy_core::log::TopicPartition;
+use kafka_protocol::error::ResponseError::{
+    self, CoordinatorLoadInProgress, CoordinatorNotAvailable, FencedInstanceId, IllegalGeneration,
+    MemberIdRequired, NotCoordinator, RebalanceInProgress, UnknownMemberId,
+};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
@@ -20,20 +24,8 @@ use tokio::sync::Notify;
 
 use super::assignor::{Assignment, Assignor, RebalanceProtocol};
 use super::protocol;
-use crate::client::cluster::{Broker, Cluster};
+use crate::client::cluster::{Broker, Cluster, CoordinatorType};
 use crate::client::{ClientError, ConsumerConfig};
-
-/// Kafka error codes of the group APIs.
-mod code {
-    pub(super) const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
-    pub(super) const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-    pub(super) const NOT_COORDINATOR: i16 = 16;
-    pub(super) const ILLEGAL_GENERATION: i16 = 22;
-    pub(super) const UNKNOWN_MEMBER_ID: i16 = 25;
-    pub(super) const REBALANCE_IN_PROGRESS: i16 = 27;
-    pub(super) const MEMBER_ID_REQUIRED: i16 = 79;
-    pub(super) const FENCED_INSTANCE_ID: i16 = 82;
-}
 
 fn text(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
@@ -180,15 +172,15 @@ impl Membership {
     }
 
     fn group_error(&self, what: &str, code: i16) -> ClientError {
+        let error = ResponseError::try_from_code(code);
         if matches!(
-            code,
-            code::NOT_COORDINATOR
-                | code::COORDINATOR_NOT_AVAILABLE
-                | code::COORDINATOR_LOAD_IN_PROGRESS
+            error,
+            Some(NotCoordinator | CoordinatorNotAvailable | CoordinatorLoadInProgress)
         ) {
-            self.cluster.forget_coordinator(0, &self.group_id);
+            self.cluster
+                .forget_coordinator(CoordinatorType::Group, &self.group_id);
         }
-        if code == code::FENCED_INSTANCE_ID {
+        if error == Some(FencedInstanceId) {
             let e = ClientError::Fenced(format!(
                 "another member joined group {} with group.instance.id {:?}",
                 self.group_id, self.config.group_instance_id
@@ -206,11 +198,8 @@ impl Membership {
     /// Whether a join failure is worth joining again at once.
     fn rejoin_at_once(code: i16) -> bool {
         matches!(
-            code,
-            code::MEMBER_ID_REQUIRED
-                | code::UNKNOWN_MEMBER_ID
-                | code::ILLEGAL_GENERATION
-                | code::REBALANCE_IN_PROGRESS
+            ResponseError::try_from_code(code),
+            Some(MemberIdRequired | UnknownMemberId | IllegalGeneration | RebalanceInProgress)
         )
     }
 
@@ -219,7 +208,10 @@ impl Membership {
         topics: &[String],
         owned: &[TopicPartition],
     ) -> Result<Assignment, ClientError> {
-        let broker = self.cluster.coordinator(0, &self.group_id).await?;
+        let broker = self
+            .cluster
+            .coordinator(CoordinatorType::Group, &self.group_id)
+            .await?;
         let (member_id, generation) = {
             let s = self.state();
             (s.member_id.clone(), s.generation_id)
@@ -247,10 +239,10 @@ impl Membership {
         let wait = self.config.max_poll_interval + Duration::from_secs(5);
         let joined = self.long_request(&broker, &request, wait).await?;
         if joined.error_code != 0 {
-            if joined.error_code == code::MEMBER_ID_REQUIRED {
-                self.state().member_id = joined.member_id.to_string();
-            } else if joined.error_code == code::UNKNOWN_MEMBER_ID {
-                self.state().member_id.clear();
+            match ResponseError::try_from_code(joined.error_code) {
+                Some(MemberIdRequired) => self.state().member_id = joined.member_id.to_string(),
+                Some(UnknownMemberId) => self.state().member_id.clear(),
+                _ => {}
             }
             return Err(self.group_error("JoinGroup", joined.error_code));
         }
@@ -277,7 +269,7 @@ impl Membership {
             .with_assignments(assignments);
         let synced = self.long_request(&broker, &sync, wait).await?;
         if synced.error_code != 0 {
-            if synced.error_code == code::UNKNOWN_MEMBER_ID {
+            if ResponseError::try_from_code(synced.error_code) == Some(UnknownMemberId) {
                 self.state().member_id.clear();
             }
             return Err(self.group_error("SyncGroup", synced.error_code));
@@ -400,17 +392,16 @@ impl Membership {
 /// A commit answered `code`: if it says the member's generation is over, the member has
 /// lost its partitions and rejoins at the next poll.
 pub(crate) fn generation_ended_shared(state: &Mutex<MemberState>, wake: &Notify, code: i16) {
-    if !matches!(
-        code,
-        code::UNKNOWN_MEMBER_ID | code::ILLEGAL_GENERATION | code::REBALANCE_IN_PROGRESS
-    ) {
+    let Some(error @ (UnknownMemberId | IllegalGeneration | RebalanceInProgress)) =
+        ResponseError::try_from_code(code)
+    else {
         return;
-    }
+    };
     let mut s = state.lock().unwrap_or_else(|p| p.into_inner());
-    if code == code::UNKNOWN_MEMBER_ID {
+    if error == UnknownMemberId {
         s.member_id.clear();
     }
-    if code != code::REBALANCE_IN_PROGRESS {
+    if error != RebalanceInProgress {
         s.generation_id = -1;
         s.lost = true;
         s.stable = false;
@@ -421,7 +412,7 @@ pub(crate) fn generation_ended_shared(state: &Mutex<MemberState>, wake: &Notify,
 }
 
 async fn leave_group(cluster: &Cluster, group: &str, member_id: &str) -> Result<(), ClientError> {
-    let broker = cluster.coordinator(0, group).await?;
+    let broker = cluster.coordinator(CoordinatorType::Group, group).await?;
     let version = broker.version::<LeaveGroupRequest>()?;
     let request = if version >= 3 {
         LeaveGroupRequest::default()
@@ -437,12 +428,12 @@ async fn leave_group(cluster: &Cluster, group: &str, member_id: &str) -> Result<
             .with_member_id(text(member_id))
     };
     let response = cluster.send_at(&broker, version, &request).await?;
-    match response.error_code {
-        0 | code::UNKNOWN_MEMBER_ID => Ok(()),
-        code => Err(ClientError::Refused {
+    match ResponseError::try_from_code(response.error_code) {
+        None | Some(UnknownMemberId) => Ok(()),
+        Some(error) => Err(ClientError::Refused {
             addr: broker.conn.addr().to_string(),
             what: format!("LeaveGroup of group {group}"),
-            code,
+            code: error.code(),
         }),
     }
 }
@@ -497,7 +488,11 @@ impl Heartbeat {
                 .with_generation_id(generation)
                 .with_member_id(text(&member_id))
                 .with_group_instance_id(self.instance_id.as_deref().map(text));
-            let answer = match self.cluster.coordinator(0, &self.group_id).await {
+            let answer = match self
+                .cluster
+                .coordinator(CoordinatorType::Group, &self.group_id)
+                .await
+            {
                 Ok(broker) => self
                     .cluster
                     .send(&broker, &request)
@@ -509,31 +504,32 @@ impl Heartbeat {
                 Ok(code) => code,
                 Err(e) => {
                     tracing::debug!(group = %self.group_id, "heartbeat failed: {e}");
-                    self.cluster.forget_coordinator(0, &self.group_id);
+                    self.cluster
+                        .forget_coordinator(CoordinatorType::Group, &self.group_id);
                     continue;
                 }
             };
-            match code {
-                0 => {}
-                code::REBALANCE_IN_PROGRESS => {
+            match ResponseError::try_from_code(code) {
+                None => {}
+                Some(RebalanceInProgress) => {
                     tracing::debug!(group = %self.group_id, member = %member_id, "rebalance in progress");
                     self.state().rejoin = true;
                     self.wake.notify_one();
                 }
-                code::ILLEGAL_GENERATION | code::UNKNOWN_MEMBER_ID => {
+                Some(error @ (IllegalGeneration | UnknownMemberId)) => {
                     let mut s = self.state();
                     s.stable = false;
                     s.lost = true;
                     s.rejoin = true;
                     s.generation_id = -1;
-                    if code == code::UNKNOWN_MEMBER_ID {
+                    if error == UnknownMemberId {
                         s.member_id.clear();
                     }
                     drop(s);
                     self.wake.notify_one();
                     return;
                 }
-                code::FENCED_INSTANCE_ID => {
+                Some(FencedInstanceId) => {
                     let mut s = self.state();
                     s.stable = false;
                     s.fatal = Some(ClientError::Fenced(format!(
@@ -544,10 +540,11 @@ impl Heartbeat {
                     self.wake.notify_one();
                     return;
                 }
-                code::NOT_COORDINATOR | code::COORDINATOR_NOT_AVAILABLE => {
-                    self.cluster.forget_coordinator(0, &self.group_id);
+                Some(NotCoordinator | CoordinatorNotAvailable) => {
+                    self.cluster
+                        .forget_coordinator(CoordinatorType::Group, &self.group_id);
                 }
-                other => {
+                Some(other) => {
                     tracing::debug!(group = %self.group_id, "heartbeat answered error {other}");
                 }
             }

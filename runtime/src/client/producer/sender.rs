@@ -21,17 +21,10 @@ use super::accumulator::{Accumulator, Batch, Body, Membership};
 use super::{ProducerId, Shared};
 use crate::client::config::Acks;
 use crate::client::ClientError;
-
-/// Kafka error codes the sender treats specially.
-mod code {
-    pub(super) const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-    pub(super) const LEADER_NOT_AVAILABLE: i16 = 5;
-    pub(super) const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-    pub(super) const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
-    pub(super) const DUPLICATE_SEQUENCE_NUMBER: i16 = 46;
-    pub(super) const INVALID_PRODUCER_EPOCH: i16 = 47;
-    pub(super) const PRODUCER_FENCED: i16 = 90;
-}
+use kafka_protocol::error::ResponseError::{
+    self, DuplicateSequenceNumber, InvalidProducerEpoch, LeaderNotAvailable, NotLeaderOrFollower,
+    OutOfOrderSequenceNumber, ProducerFenced, UnknownTopicOrPartition,
+};
 
 type Answer = (Vec<Batch>, Result<ProduceResponse, ClientError>);
 type InFlight = FuturesUnordered<Pin<Box<dyn Future<Output = Answer> + Send>>>;
@@ -427,7 +420,14 @@ fn settle(shared: &Shared, (batches, answer): Answer) {
             Err(e) => Err(e.clone()),
             Ok(_) if acks_none => Ok(-1),
             Ok(_) => match results.get(&(&*batch.topic, batch.partition)) {
-                Some(&(0 | code::DUPLICATE_SEQUENCE_NUMBER, base)) => Ok(base),
+                Some(&(code, base))
+                    if matches!(
+                        ResponseError::try_from_code(code),
+                        None | Some(DuplicateSequenceNumber)
+                    ) =>
+                {
+                    Ok(base)
+                }
                 Some(&(code, _)) => Err(ClientError::Refused {
                     addr: String::new(),
                     what: format!("Produce to {}-{}", batch.topic, batch.partition),
@@ -454,22 +454,18 @@ fn settle(shared: &Shared, (batches, answer): Answer) {
             }
             Err(error) => error,
         };
-        let code = error.code();
+        let refusal = error.error();
         if !matches!(error, ClientError::Refused { .. })
             || matches!(
-                code,
-                Some(
-                    code::NOT_LEADER_OR_FOLLOWER
-                        | code::LEADER_NOT_AVAILABLE
-                        | code::UNKNOWN_TOPIC_OR_PARTITION
-                )
+                refusal,
+                Some(NotLeaderOrFollower | LeaderNotAvailable | UnknownTopicOrPartition)
             )
         {
             shared.cluster.mark_stale();
         }
         // A batch behind a failed one fails out of order: it is retried after it. (One before
         // the last acknowledged can never be written: that is no gap to wait out.)
-        let gap_before = code == Some(code::OUT_OF_ORDER_SEQUENCE_NUMBER)
+        let gap_before = refusal == Some(OutOfOrderSequenceNumber)
             && batch
                 .sequence
                 .is_some_and(|s| sequence_after(s, queue.acked_sequence));
@@ -487,10 +483,7 @@ fn settle(shared: &Shared, (batches, answer): Answer) {
             queue.requeue(batch);
             continue;
         }
-        let fenced = matches!(
-            code,
-            Some(code::PRODUCER_FENCED | code::INVALID_PRODUCER_EPOCH)
-        );
+        let fenced = matches!(refusal, Some(ProducerFenced | InvalidProducerEpoch));
         let error = match (&shared.transaction, fenced) {
             (Some(_), true) => ClientError::Fenced(error.to_string()),
             _ => error,

@@ -10,6 +10,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use eddy_core::log::TopicPartition;
+use kafka_protocol::error::ResponseError::{
+    self, ConcurrentTransactions, FencedInstanceId, IllegalGeneration, InvalidProducerEpoch,
+    InvalidTxnState, OperationNotAttempted, ProducerFenced, TransactionalIdAuthorizationFailed,
+    UnknownMemberId,
+};
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
@@ -22,20 +27,8 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::accumulator::Membership;
 use super::{Producer, ProducerId, Shared};
+use crate::client::cluster::CoordinatorType;
 use crate::client::ClientError;
-
-/// Kafka error codes of the transaction APIs.
-mod code {
-    pub(super) const INVALID_PRODUCER_EPOCH: i16 = 47;
-    pub(super) const CONCURRENT_TRANSACTIONS: i16 = 51;
-    pub(super) const OPERATION_NOT_ATTEMPTED: i16 = 55;
-    pub(super) const PRODUCER_FENCED: i16 = 90;
-    pub(super) const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
-    pub(super) const INVALID_TXN_STATE: i16 = 48;
-    pub(super) const ILLEGAL_GENERATION: i16 = 22;
-    pub(super) const UNKNOWN_MEMBER_ID: i16 = 25;
-    pub(super) const FENCED_INSTANCE_ID: i16 = 82;
-}
 
 /// The consumer group whose offsets a transaction commits, as the group's member knows it
 /// (KIP-447: the coordinator refuses offsets from a member fenced by a rebalance).
@@ -148,14 +141,14 @@ fn txn_error(what: &str, code: i16, broker: &crate::client::cluster::Broker) -> 
         what: what.to_string(),
         code,
     };
-    match code {
-        code::PRODUCER_FENCED
-        | code::INVALID_PRODUCER_EPOCH
-        | code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => ClientError::Fenced(refused.to_string()),
-        code::ILLEGAL_GENERATION | code::UNKNOWN_MEMBER_ID | code::FENCED_INSTANCE_ID => {
+    match ResponseError::try_from_code(code) {
+        Some(ProducerFenced | InvalidProducerEpoch | TransactionalIdAuthorizationFailed) => {
+            ClientError::Fenced(refused.to_string())
+        }
+        Some(IllegalGeneration | UnknownMemberId | FencedInstanceId) => {
             ClientError::CommitFailed(refused.to_string())
         }
-        code::CONCURRENT_TRANSACTIONS | code::OPERATION_NOT_ATTEMPTED => refused,
+        Some(ConcurrentTransactions | OperationNotAttempted) => refused,
         _ if refused.is_retriable() => refused,
         _ => ClientError::Abortable(refused.to_string()),
     }
@@ -164,7 +157,7 @@ fn txn_error(what: &str, code: i16, broker: &crate::client::cluster::Broker) -> 
 /// Calls `attempt` with the coordinator of `key` until it succeeds or `max.block.ms` passes.
 async fn with_coordinator<T, F, Fut>(
     shared: &Shared,
-    key: (i8, &str),
+    key: (CoordinatorType, &str),
     attempt: F,
 ) -> Result<T, ClientError>
 where
@@ -213,7 +206,7 @@ pub(super) async fn add_registered_partitions(shared: &Shared) -> Result<(), Cli
                     })
                     .collect(),
             );
-        with_coordinator(shared, (1, &id.0), |broker| {
+        with_coordinator(shared, (CoordinatorType::Transaction, &id.0), |broker| {
             let request = request.clone();
             async move {
                 let response = shared.cluster.send(&broker, &request).await?;
@@ -223,7 +216,9 @@ pub(super) async fn add_registered_partitions(shared: &Shared) -> Result<(), Cli
                     .flat_map(|t| t.results_by_partition.iter())
                     .map(|p| p.partition_error_code);
                 // OPERATION_NOT_ATTEMPTED only says another partition failed.
-                match codes.find(|&c| c != 0 && c != code::OPERATION_NOT_ATTEMPTED) {
+                match codes.find(|&c| {
+                    ResponseError::try_from_code(c).is_some_and(|e| e != OperationNotAttempted)
+                }) {
                     Some(c) => Err(txn_error("AddPartitionsToTxn", c, &broker)),
                     None => Ok(()),
                 }
@@ -342,7 +337,7 @@ impl Producer {
             .with_transaction_timeout_ms(timeout_ms)
             .with_producer_id((-1).into())
             .with_producer_epoch(-1);
-        let producer = with_coordinator(shared, (1, &id.0), |broker| {
+        let producer = with_coordinator(shared, (CoordinatorType::Transaction, &id.0), |broker| {
             let request = request.clone();
             async move {
                 let response = shared.cluster.send(&broker, &request).await?;
@@ -420,7 +415,7 @@ impl Producer {
             .with_producer_id(producer.id.into())
             .with_producer_epoch(producer.epoch)
             .with_group_id(group_id.clone());
-        let added = with_coordinator(shared, (1, &id.0), |broker| {
+        let added = with_coordinator(shared, (CoordinatorType::Transaction, &id.0), |broker| {
             let add = add.clone();
             async move {
                 let response = shared.cluster.send(&broker, &add).await?;
@@ -469,22 +464,26 @@ impl Producer {
                     })
                     .collect(),
             );
-        let committed = with_coordinator(shared, (0, &group.group_id), |broker| {
-            let commit = commit.clone();
-            async move {
-                let response = shared.cluster.send(&broker, &commit).await?;
-                let code = response
-                    .topics
-                    .iter()
-                    .flat_map(|t| t.partitions.iter())
-                    .map(|p| p.error_code)
-                    .find(|&c| c != 0);
-                match code {
-                    None => Ok(()),
-                    Some(c) => Err(txn_error("TxnOffsetCommit", c, &broker)),
+        let committed = with_coordinator(
+            shared,
+            (CoordinatorType::Group, &group.group_id),
+            |broker| {
+                let commit = commit.clone();
+                async move {
+                    let response = shared.cluster.send(&broker, &commit).await?;
+                    let code = response
+                        .topics
+                        .iter()
+                        .flat_map(|t| t.partitions.iter())
+                        .map(|p| p.error_code)
+                        .find(|&c| c != 0);
+                    match code {
+                        None => Ok(()),
+                        Some(c) => Err(txn_error("TxnOffsetCommit", c, &broker)),
+                    }
                 }
-            }
-        })
+            },
+        )
         .await;
         committed.map_err(|e| self.failed(e))
     }
@@ -588,17 +587,17 @@ impl Producer {
                 .with_producer_id(producer.id.into())
                 .with_producer_epoch(producer.epoch)
                 .with_committed(commit);
-            let ended = with_coordinator(shared, (1, &id.0), |broker| {
+            let ended = with_coordinator(shared, (CoordinatorType::Transaction, &id.0), |broker| {
                 let request = request.clone();
                 async move {
                     let response = shared.cluster.send(&broker, &request).await?;
-                    match response.error_code {
-                        0 => Ok(()),
-                        code::INVALID_TXN_STATE => Err(ClientError::Fenced(format!(
+                    match ResponseError::try_from_code(response.error_code) {
+                        None => Ok(()),
+                        Some(InvalidTxnState) => Err(ClientError::Fenced(format!(
                             "EndTxn: the coordinator's transaction state differs (error {})",
-                            code::INVALID_TXN_STATE
+                            InvalidTxnState.code()
                         ))),
-                        c => Err(txn_error("EndTxn", c, &broker)),
+                        Some(e) => Err(txn_error("EndTxn", e.code(), &broker)),
                     }
                 }
             })
