@@ -27,7 +27,7 @@ impl Clock {
     pub(crate) fn new() -> Self {
         Self {
             base: Instant::now(),
-            base_wall_ms: crate::state::now_ms(),
+            base_wall_ms: eddy_core::clock::system_time_ms(),
         }
     }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::state::{now_ms, BrokerState};
+use crate::state::BrokerState;
 
 pub(crate) async fn run(state: Arc<BrokerState>, mut stop: watch::Receiver<bool>) {
     let mut next_retention = Instant::now() + state.config.retention_check_interval;
@@ -52,7 +52,8 @@ pub(crate) async fn run(state: Arc<BrokerState>, mut stop: watch::Receiver<bool>
             for partition in due {
                 let active = partition.active_segment_base();
                 let worker = Arc::clone(&partition);
-                let result = tokio::task::spawn_blocking(move || worker.compact(now_ms())).await;
+                let wall = state.clock.now().wall_ms;
+                let result = tokio::task::spawn_blocking(move || worker.compact(wall)).await;
                 match result {
                     Ok(Ok(stats)) => {
                         cleaned_through.insert(partition.topic_partition().clone(), active);
@@ -72,8 +73,8 @@ pub(crate) async fn run(state: Arc<BrokerState>, mut stop: watch::Receiver<bool>
         if now >= next_retention {
             next_retention = now + state.config.retention_check_interval;
             let state = Arc::clone(&state);
+            let wall = state.clock.now().wall_ms;
             let swept = tokio::task::spawn_blocking(move || {
-                let wall = now_ms();
                 state
                     .logs
                     .partitions()

@@ -3,10 +3,10 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use eddy_core::log::TopicPartition;
 
+use crate::clock::Clock;
 use crate::config::BrokerConfig;
 use crate::group::{GroupCoordinator, OFFSETS_TOPIC};
 use crate::metadata::{configs, Metadata, MetadataError, Topic};
@@ -22,17 +22,12 @@ pub(crate) struct BrokerState {
     pub(crate) groups: Arc<GroupCoordinator>,
     pub(crate) transactions: Arc<TransactionCoordinator>,
     pub(crate) producer_ids: Arc<ProducerIds>,
+    /// The one clock of the broker: the coordinators' deadlines and every wall-clock time
+    /// it stores (append times, commit times, retention).
+    pub(crate) clock: Clock,
     pub(crate) cluster_id: String,
     /// Host and port clients are told to use.
     pub(crate) advertised: (String, u16),
-}
-
-/// Milliseconds since the Unix epoch.
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 impl BrokerState {
@@ -42,7 +37,8 @@ impl BrokerState {
         let metadata = Metadata::load(&config.data_dir)?;
         let logs = Arc::new(LogStore::new(&config.data_dir)?);
         let cluster_id = cluster_id(&config.data_dir)?;
-        let now = now_ms();
+        let clock = Clock::new();
+        let now = clock.now().wall_ms;
         for (topic, partitions) in [
             (OFFSETS_TOPIC, config.offsets_topic_partitions),
             (TRANSACTION_STATE_TOPIC, config.transaction_state_partitions),
@@ -78,12 +74,14 @@ impl BrokerState {
                 .filter_map(|p| logs.get(&TopicPartition::new(topic, p)))
                 .collect()
         };
-        let groups = GroupCoordinator::open(config.groups.clone(), internal_log(OFFSETS_TOPIC))
-            .map_err(|e| io::Error::other(format!("cannot replay {OFFSETS_TOPIC}: {e}")))?;
+        let groups =
+            GroupCoordinator::open(config.groups.clone(), clock, internal_log(OFFSETS_TOPIC))
+                .map_err(|e| io::Error::other(format!("cannot replay {OFFSETS_TOPIC}: {e}")))?;
         let groups = Arc::new(groups);
         let producer_ids = Arc::new(ProducerIds::open(&config.data_dir)?);
         let transactions = TransactionCoordinator::open(
             config.transactions.clone(),
+            clock,
             internal_log(TRANSACTION_STATE_TOPIC),
             Arc::clone(&logs),
             Arc::clone(&groups),
@@ -97,6 +95,7 @@ impl BrokerState {
             groups,
             transactions: Arc::new(transactions),
             producer_ids,
+            clock,
             cluster_id,
             advertised,
         };
@@ -132,7 +131,7 @@ impl BrokerState {
 
     fn open_partitions(&self, topic: &Topic, from: i32) -> Result<(), MetadataError> {
         let config = self.log_config(topic);
-        let now = now_ms();
+        let now = self.clock.now().wall_ms;
         for p in from..topic.partitions {
             self.logs
                 .open_partition(TopicPartition::new(&topic.name, p), config.clone(), now)?;

@@ -9,7 +9,9 @@
 //! - [`serde`]: how keys and values become bytes and back, with Kafka's serdes' layouts.
 //! - [`streams`]: the streams engine: DSL, topology, Processor API, stores, task engine.
 //! - [`testing`]: the `TestDriver`, which runs a topology with no broker.
+//! - [`clock`]: the system's wall clock, read in one place.
 
+pub mod clock;
 pub mod log;
 pub mod serde;
 pub mod streams;

@@ -13,6 +13,7 @@ pub mod app;
 pub mod bench;
 pub mod client;
 pub mod store;
+mod time;
 pub mod tools;
 
 #[cfg(feature = "embedded")]

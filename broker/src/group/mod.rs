@@ -190,11 +190,12 @@ impl GroupCoordinator {
     /// A coordinator over the partitions of `__consumer_offsets`, rebuilt from them.
     pub(crate) fn open(
         config: GroupConfig,
+        clock: Clock,
         offsets_log: Vec<Arc<Partition>>,
     ) -> Result<Self, StorageError> {
         let coordinator = Self {
             config,
-            clock: Clock::new(),
+            clock,
             groups: Mutex::new(HashMap::new()),
             offsets_log,
             appends: AppendQueue::default(),

@@ -3,7 +3,7 @@
 //! assignments, leaves and returning static members.
 
 use super::*;
-use crate::state::now_ms;
+use eddy_core::clock::system_time_ms as now_ms;
 
 fn coordinator_in(dir: &std::path::Path, partitions: i32) -> GroupCoordinator {
     let logs = (0..partitions)
@@ -12,7 +12,7 @@ fn coordinator_in(dir: &std::path::Path, partitions: i32) -> GroupCoordinator {
             Arc::new(Partition::open(tp, &dir.join(p.to_string()), Default::default(), 0).unwrap())
         })
         .collect();
-    GroupCoordinator::open(GroupConfig::default(), logs).unwrap()
+    GroupCoordinator::open(GroupConfig::default(), Clock::new(), logs).unwrap()
 }
 
 fn offset(offset: i64, commit_timestamp: i64) -> OffsetValue {
@@ -311,7 +311,7 @@ fn coordinator_with_faults(
             Arc::new(partition.unwrap().with_faults(faults))
         })
         .collect();
-    GroupCoordinator::open(GroupConfig::default(), logs).unwrap()
+    GroupCoordinator::open(GroupConfig::default(), Clock::new(), logs).unwrap()
 }
 
 /// An operation on committed offsets: of groups g0..g2, topics t0..t1, partitions 0..1.

@@ -22,7 +22,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::errors::{group_code, group_result_code};
 use super::{ProtocolError, Reply, RequestContext};
 use crate::group::{GroupError, OffsetValue};
-use crate::state::{now_ms, BrokerState};
+use crate::state::BrokerState;
 
 fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_string()))
@@ -41,7 +41,7 @@ impl OffsetsToCommit {
         state: &BrokerState,
         rows: impl Iterator<Item = (&'a str, i32, i64, i32, Option<&'a str>)>,
     ) -> Self {
-        let now = now_ms();
+        let now = state.clock.now().wall_ms;
         let (mut offsets, mut unknown) = (Vec::new(), Vec::new());
         for (topic, partition, offset, leader_epoch, metadata) in rows {
             if state.partition(topic, partition).is_none() {

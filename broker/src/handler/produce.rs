@@ -19,7 +19,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::errors::storage_code;
 use super::metadata::is_internal;
 use super::{ProtocolError, Reply, RequestContext, Response};
-use crate::state::{now_ms, BrokerState};
+use crate::state::BrokerState;
 use crate::storage::{off_workers, Origin, Partition, RecordError, StorageError};
 
 /// A partition's answer, and the durability it still waits for.
@@ -134,7 +134,7 @@ fn append_all(
     topics: Vec<(TopicName, String, Vec<Slot>)>,
     version: i16,
 ) -> Vec<(TopicName, Vec<Pending>)> {
-    let now = now_ms();
+    let now = state.clock.now().wall_ms;
     topics
         .into_iter()
         .map(|(topic, name, slots)| {

@@ -24,7 +24,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::errors::txn_result_code;
 use super::offsets::{by_topic, OffsetsToCommit};
 use super::{ProtocolError, Reply, RequestContext};
-use crate::state::{now_ms, BrokerState};
+use crate::state::BrokerState;
 use crate::storage::Verify;
 
 fn topic_name(name: &str) -> TopicName {
@@ -195,7 +195,7 @@ pub(super) fn list(
     ctx: &RequestContext,
     request: ListTransactionsRequest,
 ) -> Result<Reply, ProtocolError> {
-    let now = now_ms();
+    let now = state.clock.now().wall_ms;
     let known = [
         "Empty",
         "Ongoing",

@@ -81,6 +81,7 @@ impl TransactionCoordinator {
     /// A coordinator over the partitions of `__transaction_state`, rebuilt from them.
     pub(crate) fn open(
         config: TxnConfig,
+        clock: Clock,
         state_log: Vec<Arc<Partition>>,
         logs: Arc<LogStore>,
         groups: Arc<GroupCoordinator>,
@@ -88,7 +89,7 @@ impl TransactionCoordinator {
     ) -> Result<Self, StorageError> {
         let coordinator = Self {
             config,
-            clock: Clock::new(),
+            clock,
             entries: Mutex::new(Entries::default()),
             state_log,
             logs,

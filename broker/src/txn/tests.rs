@@ -11,6 +11,7 @@ use eddy_core::wire::batch::{control_type, BatchBuilder, ControlType};
 use eddy_core::wire::compression::Compression;
 
 use super::*;
+use crate::clock::Clock;
 use crate::group::{GroupConfig, GroupCoordinator, OffsetValue, OFFSETS_TOPIC};
 use crate::storage::{LogConfig, LogStore, Origin, Partition, StorageError};
 use crate::txn::state::TxnState;
@@ -37,11 +38,14 @@ fn open(dir: &Path, config: TxnConfig) -> Coordinators {
         logs.open_partition(TopicPartition::new("orders", p), LogConfig::default(), 0)
             .unwrap();
     }
-    let groups =
-        Arc::new(GroupCoordinator::open(GroupConfig::default(), internal(OFFSETS_TOPIC)).unwrap());
+    let clock = Clock::new();
+    let groups = Arc::new(
+        GroupCoordinator::open(GroupConfig::default(), clock, internal(OFFSETS_TOPIC)).unwrap(),
+    );
     let ids = Arc::new(ProducerIds::open(dir).unwrap());
     let txns = TransactionCoordinator::open(
         config,
+        clock,
         internal(TRANSACTION_STATE_TOPIC),
         Arc::clone(&logs),
         Arc::clone(&groups),

@@ -8,7 +8,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::time::Instant;
 
 use eddy_core::log::partition_for_key;
 use eddy_core::log::Timestamp;

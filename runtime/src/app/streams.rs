@@ -358,10 +358,9 @@ fn process_id(dir: &Path) -> std::io::Result<String> {
         }
     }
     std::fs::create_dir_all(dir)?;
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let id = format!("{:x}-{:x}", std::process::id(), nanos);
+    let pid = std::process::id();
+    let random = std::hash::BuildHasher::hash_one(&std::hash::RandomState::new(), pid);
+    let id = format!("{pid:x}-{random:x}");
     std::fs::write(&path, &id)?;
     Ok(id)
 }

@@ -2,7 +2,9 @@
 //! would send and read them: what `eddy bench produce|consume` measures by default, beside
 //! librdkafka in `tests/reference/bench-client`.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::time::Instant;
 
 use bytes::Bytes;
 use eddy_core::log::TopicPartition;

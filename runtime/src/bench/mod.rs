@@ -17,7 +17,9 @@ pub use transactions::{produce_transactionally, TransactionalThroughput};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::time::Instant;
 
 use bytes::Bytes;
 use eddy_core::wire::batch::{BatchBuilder, Batches};
@@ -187,9 +189,7 @@ fn produce_request(
 ) -> Result<ProduceRequest, ClientError> {
     let partitions = load.partitions as u64;
     let full = load.batch_records as u64 * partitions;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
+    let now = crate::time::now_ms();
     let mut data = Vec::with_capacity(load.partitions as usize);
     for p in 0..partitions {
         let n = count / partitions + u64::from(p < count % partitions);

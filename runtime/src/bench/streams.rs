@@ -6,7 +6,9 @@
 //! application is then closed, its state directory emptied and the application started
 //! again, timed until it has rebuilt its stores from their changelogs and runs again.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::time::Instant;
 
 use bytes::Bytes;
 
@@ -196,12 +198,7 @@ pub async fn run(
     state_dir: &std::path::Path,
     report: &mut dyn FnMut(Progress),
 ) -> Result<StreamsThroughput, ClientError> {
-    let run_id = format!(
-        "{:x}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros())
-    );
+    let run_id = format!("{:x}", crate::time::now_ms());
     let (input, output) = (format!("bench-in-{run_id}"), format!("bench-out-{run_id}"));
     let admin = Admin::connect(bootstrap).await?;
     for topic in [&input, &output] {

@@ -4,7 +4,9 @@
 //! throughputs compare in one run, and the time each EndTxn takes is measured.
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::time::Instant;
 
 use bytes::Bytes;
 use futures::StreamExt;

@@ -719,17 +719,7 @@ async fn run_transactions(command: TransactionsCommand) -> std::io::Result<()> {
         TransactionsCommand::Describe {
             broker,
             transactional_id,
-        } => {
-            let now_ms = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as i64);
-            transactions::describe(
-                &connect(&broker.bootstrap).await?,
-                &transactional_id,
-                now_ms,
-            )
-            .await
-        }
+        } => transactions::describe(&connect(&broker.bootstrap).await?, &transactional_id).await,
     }
     .map_err(std::io::Error::other)?;
     print!("{text}");

@@ -7,7 +7,9 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::time::Instant;
 
 use kafka_protocol::error::ResponseError::{
     self, ConcurrentTransactions, CoordinatorNotAvailable, NotCoordinator, UnknownTopicOrPartition,

@@ -3,8 +3,8 @@
 //! member of its generation, the admin client from outside the group), and offsets by
 //! position or time (ListOffsets at each partition's leader).
 
+use crate::time::Instant;
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 use eddy_core::log::TopicPartition;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};

@@ -28,14 +28,10 @@ pub fn list_table(transactions: &[ListedTransaction]) -> String {
 
 /// One transactional id: its producer, state, timeout, the start and age of its open
 /// transaction and that transaction's partitions.
-pub async fn describe(
-    admin: &Admin,
-    transactional_id: &str,
-    now_ms: i64,
-) -> Result<String, ClientError> {
+pub async fn describe(admin: &Admin, transactional_id: &str) -> Result<String, ClientError> {
     Ok(describe_table(
         &admin.describe_transaction(transactional_id).await?,
-        now_ms,
+        crate::time::now_ms(),
     ))
 }
 

@@ -10,7 +10,9 @@
 //! and the records remaining.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::time::Instant;
 
 use eddy_core::log::TopicPartition;
 use eddy_core::streams::internals::StreamTask;

@@ -8,7 +8,9 @@
 //! (none by default). With `max.task.idle.ms` at -1 it never waits.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::time::Instant;
 
 use eddy_core::log::TopicPartition;
 use eddy_core::streams::internals::StreamTask;

@@ -16,7 +16,9 @@ mod tasks;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::time::Instant;
 
 use eddy_core::log::TopicPartition;
 use eddy_core::streams::internals::ErrorOrigin;

@@ -6,7 +6,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::time::Instant;
 
 use eddy_core::log::TopicPartition;
 use eddy_core::streams::internals::{SinkRecord, StreamTask};
@@ -79,12 +81,6 @@ pub(super) struct TaskManager {
     pub(super) idling: Idling,
 }
 
-fn millis_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 impl TaskManager {
     /// Whether the commit interval has passed since the last commit.
     pub(super) fn commit_due(&self) -> bool {
@@ -128,7 +124,7 @@ impl TaskManager {
     /// only while the next record by timestamp is known, see [`Idling`] — and sends what the
     /// tasks wrote.
     pub(super) async fn process(&mut self, consumer: &Consumer) -> Result<(), ThreadError> {
-        let now = millis_now();
+        let now = crate::time::now_ms();
         let started = Instant::now();
         let mut processed = 0;
         let mut dead_letters = Vec::new();

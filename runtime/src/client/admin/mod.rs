@@ -12,7 +12,9 @@ mod topics;
 mod transactions;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::time::Instant;
 
 use kafka_protocol::protocol::StrBytes;
 

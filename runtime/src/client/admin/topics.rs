@@ -2,7 +2,9 @@
 //! their configs), and look up offsets by position or time in each partition's leader.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::time::Instant;
 
 use eddy_core::log::TopicPartition;
 use kafka_protocol::error::ResponseError;

@@ -7,10 +7,10 @@
 //! partition is not fetched again while two answers of it are waiting. A fetch that could
 //! only wait at the broker is not sent while such a partition has records still to fetch.
 
+use crate::time::Instant;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::Bytes;
 use eddy_core::log::{Record, TopicPartition};

@@ -6,7 +6,9 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::time::Instant;
 
 use eddy_core::log::TopicPartition;
 use kafka_protocol::error::ResponseError::{

@@ -11,7 +11,9 @@ mod protocol;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::time::Instant;
 
 use bytes::Bytes;
 use eddy_core::log::{Header, TopicPartition};
@@ -468,7 +470,7 @@ impl Consumer {
             };
             tokio::select! {
                 answer = self.fetcher.next_answer() => answer?,
-                () = tokio::time::sleep_until(wait.into()) => {}
+                () = tokio::time::sleep_until(wait) => {}
                 () = rebalance => {}
             }
         }

@@ -4,9 +4,9 @@
 //! by `buffer.memory`, reserved when a record is sent and given back when its batch is
 //! answered.
 
+use crate::time::Instant;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::Bytes;
 use eddy_core::log::{partition_for_key, Header, StickyPartitioner, Timestamp};

@@ -12,12 +12,12 @@ mod send_all;
 mod sender;
 mod transaction;
 
+use crate::time::Instant;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
-use std::time::Instant;
 
 use bytes::Bytes;
 use eddy_core::log::{Header, Timestamp};
@@ -380,14 +380,12 @@ impl Producer {
         let deadline = Instant::now() + shared.config.max_block;
         let permits = match shared.memory.try_acquire_many(size as u32) {
             Ok(permits) => permits,
-            Err(_) => {
-                tokio::time::timeout_at(deadline.into(), shared.memory.acquire_many(size as u32))
-                    .await
-                    .map_err(|_| ClientError::TimedOut("waiting for buffer memory".into()))?
-                    .map_err(|_| ClientError::Closed)?
-            }
+            Err(_) => tokio::time::timeout_at(deadline, shared.memory.acquire_many(size as u32))
+                .await
+                .map_err(|_| ClientError::TimedOut("waiting for buffer memory".into()))?
+                .map_err(|_| ClientError::Closed)?,
         };
-        let timestamp = record.timestamp.unwrap_or_else(now_ms);
+        let timestamp = record.timestamp.unwrap_or_else(crate::time::now_ms);
         // One lock for a topic the producer knows; the first record of a topic waits for
         // its metadata outside the lock.
         let parts = record.parts();
@@ -426,9 +424,7 @@ impl Producer {
     async fn learn_topic(&self, topic: &Topic, deadline: Instant) -> Result<(), ClientError> {
         let shared = self.shared();
         let metadata = shared.cluster.wait_for_topic(topic, deadline).await?;
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64);
+        let seed = std::hash::BuildHasher::hash_one(&std::hash::RandomState::new(), topic);
         shared
             .accumulator()
             .add_topic(topic, metadata.leaders.len() as i32, seed);
@@ -516,10 +512,4 @@ fn append(
         size,
         wants_outcome,
     )
-}
-
-pub(crate) fn now_ms() -> Timestamp {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }

@@ -2,12 +2,12 @@
 //! buffer memory per chunk, with one clock reading and one [`Delivery`] per batch they went
 //! into, so that what a stream thread sends at each round costs little beyond encoding.
 
-use std::time::Instant;
+use crate::time::Instant;
 
 use eddy_core::log::Timestamp;
 
 use super::accumulator::{AppendError, Appended};
-use super::{append, now_ms, ClientError, Delivery, Outgoing, Producer, ProducerRecord, Topic};
+use super::{append, ClientError, Delivery, Outgoing, Producer, ProducerRecord, Topic};
 
 /// Records appended under one lock and one reservation of buffer memory.
 const CHUNK: usize = 1024;
@@ -112,7 +112,7 @@ impl Producer {
         if let Some(txn) = shared.transaction() {
             txn.check_can_send()?;
         }
-        let now = now_ms();
+        let now = crate::time::now_ms();
         let deadline = Instant::now() + shared.config.max_block;
         let mut slots = Vec::new();
         // As large as a chunk gets, or as the records are when fewer.
@@ -168,7 +168,7 @@ impl Producer {
             .map_err(|_| ClientError::Config(format!("{reserved} bytes of records at once")))?;
         let permits = match shared.memory.try_acquire_many(wanted) {
             Ok(permits) => permits,
-            Err(_) => tokio::time::timeout_at(deadline.into(), shared.memory.acquire_many(wanted))
+            Err(_) => tokio::time::timeout_at(deadline, shared.memory.acquire_many(wanted))
                 .await
                 .map_err(|_| ClientError::TimedOut("waiting for buffer memory".into()))?
                 .map_err(|_| ClientError::Closed)?,

@@ -3,11 +3,11 @@
 //! broker's connection, and settles each batch from the answer — acknowledged, sent again in
 //! order after a retriable failure, or failed.
 
+use crate::time::Instant;
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use eddy_core::wire::batch::set_producer;
@@ -51,9 +51,7 @@ pub(super) async fn run(shared: Arc<Shared>) {
             continue;
         }
         let sleep = tokio::time::sleep_until(
-            next_wake
-                .unwrap_or_else(|| Instant::now() + shared.config.client.retry_backoff * 10)
-                .into(),
+            next_wake.unwrap_or_else(|| Instant::now() + shared.config.client.retry_backoff * 10),
         );
         tokio::select! {
             Some(answer) = in_flight.next(), if !in_flight.is_empty() => settle(&shared, answer),

@@ -5,9 +5,9 @@
 //! [`ClientError::CommitFailed`] (offsets of a rebalanced member: abort, rejoin) and
 //! [`ClientError::Fenced`] (another producer took over: close this one).
 
+use crate::time::Instant;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 use eddy_core::log::TopicPartition;
 use kafka_protocol::error::ResponseError::{
