@@ -4,14 +4,14 @@
 //! altered from outside it. Also pause and resume of a consumer's partitions.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use eddy::client::{
     Admin, ClientError, Consumer, ConsumerConfig, NewTopic, OffsetReset, OffsetSpec, Producer,
     ProducerConfig, ProducerRecord,
 };
 use eddy_core::log::TopicPartition;
-use eddy_tests::TestBroker;
+use eddy_tests::{wait_until, TestBroker};
 
 #[tokio::test]
 async fn topics_are_created_described_grown_listed_and_deleted() {
@@ -69,11 +69,12 @@ async fn topics_are_created_described_grown_listed_and_deleted() {
         .contains(&"__consumer_offsets".to_string()));
 
     admin.delete_topics(&[&topic]).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while admin.list_topics(false).await.unwrap().contains(&topic) {
-        assert!(Instant::now() < deadline, "the topic is still listed");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until(
+        Duration::from_secs(30),
+        "the topic is still listed",
+        async || !admin.list_topics(false).await.unwrap().contains(&topic),
+    )
+    .await;
     let unknown = admin.describe_topics(&[&topic]).await;
     assert_eq!(unknown.unwrap_err().code(), Some(3));
 }
@@ -124,11 +125,11 @@ async fn groups_are_listed_and_described_and_their_offsets_altered() {
     )
     .unwrap();
     consumer.subscribe(&[&topic]).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while consumer.assignment().len() < 2 {
-        assert!(Instant::now() < deadline, "no assignment");
+    wait_until(Duration::from_secs(30), "no assignment", async || {
         consumer.poll(Duration::from_millis(100)).await.unwrap();
-    }
+        consumer.assignment().len() == 2
+    })
+    .await;
     let listed = admin.list_groups().await.unwrap();
     assert!(listed
         .iter()
@@ -171,19 +172,21 @@ async fn paused_partitions_are_not_read_until_resumed() {
     consumer.assign(&[p0.clone(), p1.clone()]).unwrap();
     consumer.pause(std::slice::from_ref(&p1)).unwrap();
     let mut read = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while read.len() < 10 && Instant::now() < deadline {
+    wait_until(Duration::from_secs(10), "not 10 records", async || {
         read.extend(consumer.poll(Duration::from_millis(100)).await.unwrap());
-    }
+        read.len() >= 10
+    })
+    .await;
     // Nothing of the paused partition, even polled again.
     read.extend(consumer.poll(Duration::from_millis(300)).await.unwrap());
     assert_eq!(read.len(), 10);
     assert!(read.iter().all(|r| r.partition == 0));
     consumer.resume(std::slice::from_ref(&p1)).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while read.len() < 20 && Instant::now() < deadline {
+    wait_until(Duration::from_secs(10), "not 20 records", async || {
         read.extend(consumer.poll(Duration::from_millis(100)).await.unwrap());
-    }
+        read.len() >= 20
+    })
+    .await;
     assert_eq!(read.iter().filter(|r| r.partition == 1).count(), 10);
     // A partition that is not assigned cannot be paused.
     let stranger = TopicPartition::new(&topic, 7);
@@ -210,13 +213,10 @@ async fn a_deleted_topics_committed_offsets_go_with_it() {
     admin.delete_topics(&[&doomed]).await.unwrap();
     // Kafka deletes them shortly after it answers; eddy before.
     let left = BTreeMap::from([(TopicPartition::new(&kept, 0), 5)]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let committed = admin.committed_offsets(&group).await.unwrap();
-        if committed == left {
-            break;
-        }
-        assert!(Instant::now() < deadline, "still committed: {committed:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until(
+        Duration::from_secs(30),
+        "the deleted topic's offsets stay",
+        async || admin.committed_offsets(&group).await.unwrap() == left,
+    )
+    .await;
 }

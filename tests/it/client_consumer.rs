@@ -10,7 +10,7 @@ use eddy::client::{
     ProducerConfig, ProducerRecord,
 };
 use eddy_core::log::TopicPartition;
-use eddy_tests::TestBroker;
+use eddy_tests::{wait_until, TestBroker};
 use futures::StreamExt;
 
 /// Sends `count` records `key-i`/`value-i` round-robin over the partitions; returns them.
@@ -38,12 +38,15 @@ async fn fill(
 /// Polls until `count` records arrived (or fails after a while).
 async fn read(consumer: &mut Consumer, count: usize) -> Vec<ConsumerRecord> {
     let mut records = Vec::new();
-    for _ in 0..200 {
-        if records.len() >= count {
-            break;
-        }
-        records.extend(consumer.poll(Duration::from_millis(200)).await.unwrap());
-    }
+    wait_until(
+        Duration::from_secs(40),
+        format!("not {count} records"),
+        async || {
+            records.extend(consumer.poll(Duration::from_millis(200)).await.unwrap());
+            records.len() >= count
+        },
+    )
+    .await;
     assert_eq!(records.len(), count, "records read");
     records
 }
@@ -61,14 +64,13 @@ async fn assigned_partitions_are_read_in_order_with_keys_values_headers_and_time
     let partitions: Vec<_> = (0..3).map(|p| TopicPartition::new(&topic, p)).collect();
     consumer.assign(&partitions).unwrap();
     let mut records = Vec::new();
-    for _ in 0..200 {
+    wait_until(Duration::from_secs(40), "not 300 records", async || {
         let batch = consumer.poll(Duration::from_millis(200)).await.unwrap();
         assert!(batch.len() <= 7, "max.poll.records");
         records.extend(batch);
-        if records.len() == 300 {
-            break;
-        }
-    }
+        records.len() >= 300
+    })
+    .await;
     assert_eq!(records.len(), 300);
     for p in 0..3 {
         let mine: Vec<&ConsumerRecord> = records.iter().filter(|r| r.partition == p).collect();

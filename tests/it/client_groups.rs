@@ -5,14 +5,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use eddy::client::{
     Admin, Assignor, Consumer, ConsumerConfig, CooperativeStickyAssignor, OffsetReset, Producer,
     ProducerConfig, ProducerRecord, RebalanceListener, RoundRobinAssignor,
 };
 use eddy_core::log::TopicPartition;
-use eddy_tests::TestBroker;
+use eddy_tests::{wait_until, TestBroker};
 use tokio::sync::watch;
 
 async fn fill(broker: &TestBroker, topic: &str, count: usize) {
@@ -147,8 +147,7 @@ fn member_config(broker: &TestBroker, group: &str) -> ConsumerConfig {
 /// Waits until the members hold these numbers of partitions, covering all `total` between
 /// them with none held twice.
 async fn settled(members: &[&Member], counts: &[usize], total: i32) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    wait_until(Duration::from_secs(60), "the members hold", async || {
         members.iter().for_each(|m| m.check_alive());
         let held: Vec<BTreeSet<i32>> = members.iter().map(|m| m.partitions()).collect();
         let all: BTreeSet<i32> = held.iter().flatten().copied().collect();
@@ -157,14 +156,11 @@ async fn settled(members: &[&Member], counts: &[usize], total: i32) {
             && all.len() == total as usize
             && sizes.iter().sum::<usize>() == total as usize
         {
-            return;
+            return Ok(());
         }
-        assert!(
-            Instant::now() < deadline,
-            "members hold {held:?}, expected sizes {counts:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        Err(format!("{held:?}, not sizes {counts:?}"))
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -188,33 +184,34 @@ async fn three_members_share_six_partitions_and_read_each_record_once() {
         .collect();
     settled(&members.iter().collect::<Vec<_>>(), &[2, 2, 2], 6).await;
     fill(&broker, &topic, 600).await;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while members
-        .iter()
-        .map(|m| m.records.lock().unwrap().len())
-        .sum::<usize>()
-        < 600
-    {
-        if Instant::now() > deadline {
-            let counts: Vec<(BTreeSet<i32>, BTreeMap<i32, usize>)> =
-                members
-                    .iter()
-                    .map(|m| {
-                        let per_partition = m.records.lock().unwrap().iter().fold(
-                            BTreeMap::new(),
-                            |mut c, (p, _)| {
-                                *c.entry(*p).or_insert(0) += 1;
-                                c
-                            },
-                        );
-                        (m.partitions(), per_partition)
-                    })
-                    .collect();
-            panic!("not every record was read: (held, records per partition) {counts:?}");
-        }
+    let what = "not every record was read: (held, records per partition)";
+    wait_until(Duration::from_secs(60), what, async || {
         members.iter().for_each(Member::check_alive);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        let read: usize = members
+            .iter()
+            .map(|m| m.records.lock().unwrap().len())
+            .sum();
+        if read >= 600 {
+            return Ok(());
+        }
+        let counts: Vec<(BTreeSet<i32>, BTreeMap<i32, usize>)> = members
+            .iter()
+            .map(|m| {
+                let per_partition =
+                    m.records
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .fold(BTreeMap::new(), |mut c, (p, _)| {
+                            *c.entry(*p).or_insert(0) += 1;
+                            c
+                        });
+                (m.partitions(), per_partition)
+            })
+            .collect();
+        Err(format!("{counts:?}"))
+    })
+    .await;
     let mut read = Vec::new();
     for m in members {
         let held = m.partitions();
@@ -314,11 +311,11 @@ async fn a_group_resumes_from_its_commits() {
     first.close().await.unwrap();
     let mut second = Consumer::new(member_config(&broker, &group)).unwrap();
     second.subscribe(&[&topic]).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while read.len() < 100 {
-        assert!(Instant::now() < deadline);
+    wait_until(Duration::from_secs(30), "not 100 records", async || {
         read.extend(second.poll(Duration::from_millis(200)).await.unwrap());
-    }
+        read.len() >= 100
+    })
+    .await;
     let positions: BTreeMap<(i32, i64), usize> = read.iter().fold(BTreeMap::new(), |mut m, r| {
         *m.entry((r.partition, r.offset)).or_default() += 1;
         m
@@ -355,11 +352,15 @@ async fn a_member_that_stops_polling_loses_its_partitions_to_the_others() {
     let mut slow = Consumer::new(config).unwrap();
     slow.set_rebalance_listener(Recorder(Arc::clone(&events)));
     slow.subscribe(&[&topic]).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !(slow.assignment().len() == 2 && steady.partitions().len() == 2) {
-        assert!(Instant::now() < deadline, "the group did not settle");
-        slow.poll(Duration::from_millis(100)).await.unwrap();
-    }
+    // The two share the partitions once the polled member has its half.
+    let halves = async |slow: &mut Consumer, what: &str| {
+        wait_until(Duration::from_secs(60), what, async || {
+            slow.poll(Duration::from_millis(100)).await.unwrap();
+            slow.assignment().len() == 2 && steady.partitions().len() == 2
+        })
+        .await;
+    };
+    halves(&mut slow, "the group did not settle").await;
     let had: Vec<String> = slow
         .assignment()
         .iter()
@@ -367,23 +368,13 @@ async fn a_member_that_stops_polling_loses_its_partitions_to_the_others() {
         .collect();
     // The slow member stops polling: past max.poll.interval.ms it leaves the group, and the
     // steady one takes every partition.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while steady.partitions().len() != 4 {
-        assert!(
-            Instant::now() < deadline,
-            "the steady member never got every partition"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let what = "the steady member never got every partition";
+    wait_until(Duration::from_secs(60), what, async || {
+        steady.partitions().len() == 4
+    })
+    .await;
     // At its next poll the slow member hears that its partitions were lost, and joins again.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !(slow.assignment().len() == 2 && steady.partitions().len() == 2) {
-        assert!(
-            Instant::now() < deadline,
-            "the slow member did not come back"
-        );
-        slow.poll(Duration::from_millis(100)).await.unwrap();
-    }
+    halves(&mut slow, "the slow member did not come back").await;
     let lost: Vec<String> = events
         .lock()
         .unwrap()
@@ -408,25 +399,25 @@ async fn auto_commit_commits_what_the_polls_returned() {
     let mut consumer = Consumer::new(config).unwrap();
     consumer.subscribe(&[&topic]).unwrap();
     let mut read = 0;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while read < 10 {
-        assert!(Instant::now() < deadline);
+    wait_until(Duration::from_secs(30), "not 10 records", async || {
         read += consumer
             .poll(Duration::from_millis(100))
             .await
             .unwrap()
             .len();
-    }
+        read >= 10
+    })
+    .await;
     // Polls past the interval commit the positions, without an explicit commit.
     let tp = TopicPartition::new(&topic, 0);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    wait_until(Duration::from_secs(30), "committed", async || {
         consumer.poll(Duration::from_millis(100)).await.unwrap();
         let committed = consumer.committed(std::slice::from_ref(&tp)).await.unwrap();
         if committed.get(&tp) == Some(&10) {
-            break;
+            return Ok(());
         }
-        assert!(Instant::now() < deadline, "committed {committed:?}");
-    }
+        Err(format!("{committed:?}"))
+    })
+    .await;
     consumer.close().await.unwrap();
 }

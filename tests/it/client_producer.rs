@@ -12,7 +12,7 @@ use eddy::client::{
 };
 use eddy_core::log::{partition_for_key, TopicPartition};
 use eddy_core::wire::compression::Compression;
-use eddy_tests::TestBroker;
+use eddy_tests::{wait_until, TestBroker};
 
 async fn topic(broker: &TestBroker, name: &str, partitions: i32) -> (Admin, String) {
     let admin = Admin::connect(broker.bootstrap()).await.unwrap();
@@ -93,12 +93,10 @@ async fn every_compression_and_acks_setting_writes_every_record() {
         sent += 1_000;
     }
     // acks=0 learns nothing: wait for its records to be written.
-    for _ in 0..100 {
-        if ends(&admin, &topic, 2).await.iter().sum::<i64>() == sent {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(Duration::from_secs(10), "not all written", async || {
+        ends(&admin, &topic, 2).await.iter().sum::<i64>() == sent
+    })
+    .await;
     assert_eq!(ends(&admin, &topic, 2).await, vec![sent / 2, sent / 2]);
 }
 
@@ -232,15 +230,14 @@ async fn send_all_writes_every_record_in_order_with_one_delivery_per_batch() {
     consumer.assign(&partitions).unwrap();
     let mut read: BTreeMap<i32, Vec<_>> = BTreeMap::new();
     let mut total = 0;
-    for _ in 0..300 {
-        if total == records.len() {
-            break;
-        }
+    wait_until(Duration::from_secs(60), "not every record", async || {
         for record in consumer.poll(Duration::from_millis(200)).await.unwrap() {
             total += 1;
             read.entry(record.partition).or_default().push(record);
         }
-    }
+        total >= records.len()
+    })
+    .await;
     for (partition, sent) in &expected {
         let got = &read[partition];
         assert_eq!(got.len(), sent.len(), "partition {partition}");
@@ -371,17 +368,16 @@ async fn send_all_sends_records_borrowed_from_the_callers_buffer_and_gives_back_
     let partitions: Vec<_> = (0..2).map(|p| TopicPartition::new(&topic, p)).collect();
     consumer.assign(&partitions).unwrap();
     let mut read = BTreeMap::new();
-    for _ in 0..100 {
-        if read.len() == 999 {
-            break;
-        }
+    wait_until(Duration::from_secs(20), "not 999 keys", async || {
         for record in consumer.poll(Duration::from_millis(200)).await.unwrap() {
             let key = u32::from_be_bytes(record.key.as_deref().unwrap().try_into().unwrap());
             assert_eq!(record.partition, partition_for_key(&key.to_be_bytes(), 2));
             assert_eq!(record.timestamp, 1_700_000_000_000);
             read.insert(key, record.value);
         }
-    }
+        read.len() >= 999
+    })
+    .await;
     assert_eq!(read.len(), 999);
     assert_eq!(read[&7], None, "the tombstone");
     assert_eq!(read[&8].as_deref(), Some(&b"value 8"[..]));

@@ -4,14 +4,14 @@
 //! producer whose `transactional.id` another producer took.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use eddy::client::{
     ClientError, Consumer, ConsumerConfig, IsolationLevel, OffsetReset, Producer, ProducerConfig,
     ProducerRecord,
 };
 use eddy_core::log::TopicPartition;
-use eddy_tests::TestBroker;
+use eddy_tests::{wait_until, TestBroker};
 
 fn transactional(broker: &TestBroker, id: &str) -> Producer {
     Producer::new(ProducerConfig::new(broker.bootstrap()).transactional_id(id)).unwrap()
@@ -49,12 +49,10 @@ async fn a_read_process_write_loop_writes_each_input_once() {
     consumer.subscribe(&[&input]).unwrap();
     let mut copied = 0;
     let mut aborted_once = false;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while copied < 900 {
-        assert!(Instant::now() < deadline, "copied {copied} of 900");
+    wait_until(Duration::from_secs(60), "not all 900 copied", async || {
         let records = consumer.poll(Duration::from_millis(200)).await.unwrap();
         if records.is_empty() {
-            continue;
+            return false;
         }
         copier.begin_transaction().unwrap();
         for r in &records {
@@ -78,7 +76,7 @@ async fn a_read_process_write_loop_writes_each_input_once() {
                     .seek(tp, committed.get(tp).copied().unwrap_or(0))
                     .unwrap();
             }
-            continue;
+            return false;
         }
         let mut offsets = BTreeMap::new();
         for r in &records {
@@ -90,17 +88,20 @@ async fn a_read_process_write_loop_writes_each_input_once() {
             .unwrap();
         copier.commit_transaction().await.unwrap();
         copied += records.len();
-    }
+        copied >= 900
+    })
+    .await;
     assert!(aborted_once);
     // The output, read committed, is each input record exactly once.
     let mut reader = Consumer::new(committed_reader(&broker)).unwrap();
     let partitions: Vec<_> = (0..3).map(|p| TopicPartition::new(&output, p)).collect();
     reader.assign(&partitions).unwrap();
     let mut seen = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while seen.len() < 900 && Instant::now() < deadline {
+    wait_until(Duration::from_secs(30), "not 900 records", async || {
         seen.extend(reader.poll(Duration::from_millis(200)).await.unwrap());
-    }
+        seen.len() >= 900
+    })
+    .await;
     assert!(reader
         .poll(Duration::from_millis(300))
         .await
@@ -153,12 +154,13 @@ async fn a_second_producer_with_the_same_transactional_id_fences_the_first() {
     let mut reader = Consumer::new(committed_reader(&broker)).unwrap();
     reader.assign(&[TopicPartition::new(&topic, 0)]).unwrap();
     let mut values = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while values.is_empty() && Instant::now() < deadline {
+    wait_until(Duration::from_secs(20), "nothing read", async || {
         for r in reader.poll(Duration::from_millis(200)).await.unwrap() {
             values.push(String::from_utf8(r.value.unwrap().to_vec()).unwrap());
         }
-    }
+        !values.is_empty()
+    })
+    .await;
     assert_eq!(values, ["from the second"]);
 }
 
@@ -207,30 +209,38 @@ async fn a_read_committed_position_moves_past_the_markers_it_skips() {
     let mut consumer = Consumer::new(committed_reader(&broker)).unwrap();
     consumer.assign(std::slice::from_ref(&tp)).unwrap();
     // The markers are written after EndTxn answers: the end moves to 5 once both are.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let end = loop {
+    wait_until(Duration::from_secs(10), "the end is", async || {
         consumer
             .seek_to_end(std::slice::from_ref(&tp))
             .await
             .unwrap();
         let end = consumer.position(&tp).await.unwrap();
-        if end == 5 || Instant::now() > deadline {
-            break end;
+        if end == 5 {
+            return Ok(());
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    assert_eq!(end, 5);
+        Err(format!("{end}, not 5"))
+    })
+    .await;
+    let end = 5;
     // From the commit marker on there is nothing to read, yet the position reaches the end,
     // as Kafka's consumer's does.
     consumer.seek(&tp, 2).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while consumer.position(&tp).await.unwrap() < end && Instant::now() < deadline {
-        assert!(consumer
-            .poll(Duration::from_millis(100))
-            .await
-            .unwrap()
-            .is_empty());
-    }
+    wait_until(
+        Duration::from_secs(10),
+        "the position stays short",
+        async || {
+            if consumer.position(&tp).await.unwrap() >= end {
+                return true;
+            }
+            assert!(consumer
+                .poll(Duration::from_millis(100))
+                .await
+                .unwrap()
+                .is_empty());
+            false
+        },
+    )
+    .await;
     assert_eq!(consumer.position(&tp).await.unwrap(), end);
 }
 
@@ -257,10 +267,11 @@ async fn an_open_transaction_holds_the_committed_end_back_but_not_the_high_water
     assert_eq!(consumer.high_watermarks(parts).await.unwrap()[&tp], 3);
     producer.commit_transaction().await.unwrap();
     // The marker follows the records: both ends reach past it once it is written.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while consumer.end_offsets(parts).await.unwrap()[&tp] != 4 {
-        assert!(Instant::now() < deadline, "the transaction stayed open");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until(
+        Duration::from_secs(10),
+        "the transaction stayed open",
+        async || consumer.end_offsets(parts).await.unwrap()[&tp] == 4,
+    )
+    .await;
     assert_eq!(consumer.high_watermarks(parts).await.unwrap()[&tp], 4);
 }

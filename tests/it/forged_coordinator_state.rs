@@ -11,7 +11,7 @@
 //! transaction changed.
 
 use bytes::Bytes;
-use eddy_tests::{TestBroker, WireConnection};
+use eddy_tests::{wait_until, TestBroker, WireConnection};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
@@ -350,13 +350,11 @@ async fn clients_cannot_produce_into_the_internal_topics() {
     let lookup = FindCoordinatorRequest::default()
         .with_key_type(1)
         .with_coordinator_keys(vec![text(&victim)]);
-    for _ in 0..300 {
-        let found = conn.request(4, &lookup).await.unwrap();
-        if found.coordinators[0].error_code == 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let within = std::time::Duration::from_secs(30);
+    wait_until(within, "no transaction coordinator", async || {
+        conn.request(4, &lookup).await.unwrap().coordinators[0].error_code == 0
+    })
+    .await;
 
     // A forged commit of 999 for the victim, and a record no coordinator can read.
     let key = [

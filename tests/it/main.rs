@@ -17,6 +17,7 @@ mod forged_coordinator_state;
 mod group_protocol;
 mod groups_tool;
 mod pattern_snapshots;
+mod paused_time;
 mod produce_and_fetch;
 mod produce_validation;
 mod request_bounds;

@@ -5,13 +5,13 @@
 //! changelog).
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use eddy::app::{Bootstrap, ProcessingGuarantee, State, Streams, StreamsConfig};
 use eddy::client::{Producer, ProducerConfig, ProducerRecord};
 use eddy::serde::{I64Serde, Nullable, StringSerde};
 use eddy::streams::{Consumed, Grouped, Materialized, Produced, StreamsBuilder, Topology};
-use eddy_tests::{wait_for_state, TestBroker};
+use eddy_tests::{wait_for_state, wait_until, TestBroker};
 
 fn counting(input: &str, output: &str) -> Topology {
     let builder = StreamsBuilder::new();
@@ -57,14 +57,22 @@ async fn latest_counts(
 ) -> BTreeMap<String, i64> {
     let mut consumer = broker.committed_reader(topic).await;
     let mut latest = BTreeMap::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while &latest != expected && Instant::now() < deadline {
-        for r in consumer.poll(Duration::from_millis(200)).await.unwrap() {
-            let key = String::from_utf8(r.key.unwrap().to_vec()).unwrap();
-            let value = i64::from_be_bytes(r.value.unwrap()[..].try_into().unwrap());
-            latest.insert(key, value);
-        }
-    }
+    wait_until(
+        Duration::from_secs(60),
+        "the latest counts are",
+        async || {
+            for r in consumer.poll(Duration::from_millis(200)).await.unwrap() {
+                let key = String::from_utf8(r.key.unwrap().to_vec()).unwrap();
+                let value = i64::from_be_bytes(r.value.unwrap()[..].try_into().unwrap());
+                latest.insert(key, value);
+            }
+            if &latest == expected {
+                return Ok(());
+            }
+            Err(format!("{latest:?}, not {expected:?}"))
+        },
+    )
+    .await;
     latest
 }
 
@@ -111,15 +119,15 @@ async fn counts_run_restart_and_restore(guarantee: ProcessingGuarantee) {
     ]);
     assert_eq!(latest_counts(&broker, &output, &expected).await, expected);
     // The figures: six records, counted through commits that reached both partitions' ends.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let figures = loop {
-        let figures = streams.metrics();
-        let caught_up = figures.lag.len() == 2 && figures.lag.values().all(|&l| l == 0);
-        if caught_up || Instant::now() > deadline {
-            break figures;
+    wait_until(Duration::from_secs(30), "lags", async || {
+        let lag = streams.metrics().lag;
+        if lag.len() == 2 && lag.values().all(|&l| l == 0) {
+            return Ok(());
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        Err(format!("{lag:?}"))
+    })
+    .await;
+    let figures = streams.metrics();
     assert_eq!(figures.records_processed, 6, "{figures:?}");
     assert!(figures.commits > 0 && figures.rebalances > 0, "{figures:?}");
     assert!(figures.commit_latency_max >= figures.commit_latency_avg);
@@ -195,11 +203,10 @@ async fn a_store_that_claims_more_than_its_changelog_holds_is_refused() {
         .unwrap();
     let changelog = format!("{app}-counts-changelog");
     admin.delete_topics(&[&changelog]).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while admin.list_topics(false).await.unwrap().contains(&changelog) {
-        assert!(Instant::now() < deadline, "{changelog} is not deleted");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until(Duration::from_secs(30), "the changelog stays", async || {
+        !admin.list_topics(false).await.unwrap().contains(&changelog)
+    })
+    .await;
     let mut streams = Streams::new(
         counting(&input, &output),
         config(&app, &broker, state.path(), guarantee),
@@ -279,20 +286,23 @@ async fn each_thread_is_a_static_member_of_its_own() {
     let admin = eddy::client::Admin::connect(broker.bootstrap())
         .await
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let instances = loop {
-        let group = admin.describe_group(&app).await.unwrap();
-        let mut instances: Vec<String> = group
-            .members
-            .iter()
-            .filter_map(|m| m.group_instance_id.clone())
-            .collect();
-        instances.sort();
-        if instances.len() == 2 || Instant::now() > deadline {
-            break instances;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert_eq!(instances, ["node-a-1", "node-a-2"]);
+    wait_until(
+        Duration::from_secs(30),
+        "the members' instance ids are",
+        async || {
+            let group = admin.describe_group(&app).await.unwrap();
+            let mut instances: Vec<String> = group
+                .members
+                .iter()
+                .filter_map(|m| m.group_instance_id.clone())
+                .collect();
+            instances.sort();
+            if instances == ["node-a-1", "node-a-2"] {
+                return Ok(());
+            }
+            Err(format!("{instances:?}"))
+        },
+    )
+    .await;
     streams.close(Duration::from_secs(30)).await.unwrap();
 }

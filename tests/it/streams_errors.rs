@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use eddy::app::{Bootstrap, ProcessingGuarantee, State, Streams, StreamsConfig, ThreadResponse};
@@ -20,7 +20,7 @@ use eddy::serde::{I64Serde, StringSerde};
 use eddy::streams::{
     Consumed, Processor, ProcessorContext, Produced, Record, StreamsBuilder, StreamsError, Topology,
 };
-use eddy_tests::{wait_for_state, TestBroker};
+use eddy_tests::{wait_for_state, wait_until, TestBroker};
 
 /// Fails on negative values, forwards the others.
 struct NoNegatives;
@@ -106,17 +106,15 @@ async fn read(broker: &TestBroker, topic: &str, n: usize) -> Vec<ConsumerRecord>
         .await
         .unwrap()[&tp];
     let mut records = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let more = |records: &Vec<ConsumerRecord>, at: i64| {
-        if n == 0 {
-            at < end
-        } else {
-            records.len() < n
+    wait_until(Duration::from_secs(60), "not all read", async || {
+        let at = consumer.position(&tp).await.unwrap();
+        if (n == 0 && at >= end) || (n > 0 && records.len() >= n) {
+            return true;
         }
-    };
-    while more(&records, consumer.position(&tp).await.unwrap()) && Instant::now() < deadline {
         records.extend(consumer.poll(Duration::from_millis(200)).await.unwrap());
-    }
+        false
+    })
+    .await;
     records
 }
 

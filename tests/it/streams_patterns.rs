@@ -3,7 +3,7 @@
 //! store's changelog, finds exactly the matches an uninterrupted run through the `TestDriver`
 //! finds.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use eddy::app::{Bootstrap, ProcessingGuarantee, State, Streams, StreamsConfig};
 use eddy::client::{Producer, ProducerConfig, ProducerRecord};
@@ -12,7 +12,7 @@ use eddy::streams::pattern::PatternMatch;
 use eddy::streams::{Consumed, Materialized, Produced, StreamsBuilder, Topology};
 use eddy::testing::TestDriver;
 use eddy_tests::cep_catalog::{catalog, hold_release, read_events, Event};
-use eddy_tests::{wait_for_state, TestBroker};
+use eddy_tests::{wait_for_state, wait_until, TestBroker};
 
 fn detecting(input: &str, output: &str) -> Topology {
     let builder = StreamsBuilder::new();
@@ -63,13 +63,19 @@ async fn produce(broker: &TestBroker, topic: &str, events: &[Event]) {
 async fn read(broker: &TestBroker, topic: &str, count: usize) -> Vec<(String, String)> {
     let mut consumer = broker.committed_reader(topic).await;
     let mut found = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while found.len() < count && Instant::now() < deadline {
-        for r in consumer.poll(Duration::from_millis(200)).await.unwrap() {
-            let text = |b: Option<bytes::Bytes>| String::from_utf8(b.unwrap().to_vec()).unwrap();
-            found.push((text(r.key), text(r.value)));
-        }
-    }
+    wait_until(
+        Duration::from_secs(60),
+        format!("not {count} records"),
+        async || {
+            for r in consumer.poll(Duration::from_millis(200)).await.unwrap() {
+                let text =
+                    |b: Option<bytes::Bytes>| String::from_utf8(b.unwrap().to_vec()).unwrap();
+                found.push((text(r.key), text(r.value)));
+            }
+            found.len() >= count
+        },
+    )
+    .await;
     // Anything more would be a duplicate: give it a moment to show.
     for r in consumer.poll(Duration::from_millis(500)).await.unwrap() {
         let text = |b: Option<bytes::Bytes>| String::from_utf8(b.unwrap().to_vec()).unwrap();

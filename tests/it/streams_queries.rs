@@ -3,7 +3,7 @@
 //! from its own stores, and `query_metadata_for_key` tells both where every key lives.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use eddy::app::{Bootstrap, ProcessingGuarantee, QueryError, State, Streams, StreamsConfig};
 use eddy::client::{Producer, ProducerConfig, ProducerRecord};
@@ -12,7 +12,7 @@ use eddy::streams::windows::TimeWindows;
 use eddy::streams::{
     Consumed, Grouped, Materialized, Produced, StreamsBuilder, TimeWindowedSerde, Topology,
 };
-use eddy_tests::{wait_for_state, TestBroker};
+use eddy_tests::{wait_for_state, wait_until, TestBroker};
 
 /// Clicks counted per user, in all and per 10-second window.
 fn topology(input: &str, totals: &str, windows: &str) -> Topology {
@@ -92,8 +92,9 @@ async fn two_instances_answer_for_their_keys_and_agree_where_each_key_lives() {
     producer.flush().await.unwrap();
 
     // Each key answered by the one instance the metadata names, and only there.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    let what = "the instances did not agree on where each key lives, or the stores did not reach \
+                the counts";
+    wait_until(Duration::from_secs(60), what, async || {
         if let Some(i) = instances.iter().position(|s| s.state() == State::Error) {
             let error = instances[i]
                 .close(Duration::from_secs(30))
@@ -140,16 +141,9 @@ async fn two_instances_answer_for_their_keys_and_agree_where_each_key_lives() {
                 .unwrap();
             settled &= windows.fetch(user, 0, 9_999).unwrap() == [(0, *count)];
         }
-        if settled {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the instances did not agree on where each key lives, or the stores did not reach \
-             the counts"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        settled
+    })
+    .await;
     // Between them the instances hold every key once.
     let mut all: Vec<(String, i64)> = Vec::new();
     for streams in &instances {

@@ -120,8 +120,8 @@ fn a_task_takes_the_record_with_the_smallest_timestamp_of_its_inputs() {
 }
 
 /// Counts records and, every 1,000 ms of wall-clock time, forwards the count so far.
-struct Ticker {
-    seen: i64,
+pub(crate) struct Ticker {
+    pub(crate) seen: i64,
 }
 
 impl Processor<String, String, String, i64> for Ticker {

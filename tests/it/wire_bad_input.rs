@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use eddy::embedded::EmbeddedBroker;
-use eddy_tests::{leading_error_code, WireConnection};
+use eddy_tests::{leading_error_code, wait_until, WireConnection};
 use kafka_protocol::messages::{ApiVersionsRequest, MetadataRequest};
 
 async fn api_versions_works(addr: &str) -> bool {
@@ -226,15 +226,17 @@ async fn an_address_holds_at_most_max_connections_per_ip() {
     assert!(third.is_closed_by_peer(Duration::from_secs(5)).await);
     drop(first);
     // The place the first held comes back once the broker sees it closed.
-    let mut answered = false;
-    for _ in 0..50 {
+    let what = "no connection is served once another closed";
+    wait_until(Duration::from_secs(5), what, async || {
         let mut again = WireConnection::connect(&addr).await.unwrap();
-        if let Ok(answer) = again.request(3, &ApiVersionsRequest::default()).await {
-            answered = answer.error_code == 0;
-            break;
+        match again.request(3, &ApiVersionsRequest::default()).await {
+            Ok(answer) => {
+                assert_eq!(answer.error_code, 0);
+                Ok(())
+            }
+            Err(e) => Err(e.to_string()),
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(answered, "a connection is served once another closed");
+    })
+    .await;
     broker.shutdown().await.unwrap();
 }

@@ -189,18 +189,56 @@ pub fn leading_error_code(mut body: Bytes) -> i16 {
     body.get_i16()
 }
 
+/// What a check of [`wait_until`] gives: whether it holds, or why not.
+pub trait Check {
+    /// `Ok` when the awaited condition holds, else what stands instead (may be empty).
+    fn holds(self) -> Result<(), String>;
+}
+
+impl Check for bool {
+    fn holds(self) -> Result<(), String> {
+        if self {
+            Ok(())
+        } else {
+            Err(String::new())
+        }
+    }
+}
+
+impl Check for Result<(), String> {
+    fn holds(self) -> Result<(), String> {
+        self
+    }
+}
+
+/// Runs `check` until it holds, every 50 ms of tokio's clock (so a test with paused time
+/// waits for none of them), and panics with `what`, what the last check said and the time
+/// waited if it has not held within `within`. `check` may poll, read or await anything.
+pub async fn wait_until<C: Check>(
+    within: Duration,
+    what: impl std::fmt::Display,
+    mut check: impl AsyncFnMut() -> C,
+) {
+    let started = tokio::time::Instant::now();
+    loop {
+        let Err(state) = check().await.holds() else {
+            return;
+        };
+        let waited = started.elapsed();
+        assert!(waited < within, "{what} {state}, after {waited:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Waits (up to a minute) until a streams application is in `state`, and panics if it is
 /// not by then.
 pub async fn wait_for_state(streams: &eddy::app::Streams, state: eddy::app::State) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while streams.state() != state {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "still {:?}, not {state:?}",
-            streams.state()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(
+        Duration::from_secs(60),
+        format!("not {state:?}"),
+        async || streams.state() == state,
+    )
+    .await;
 }
 
 /// The broker the client tests run against: Apache Kafka (or any broker) at
