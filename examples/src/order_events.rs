@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use eddy::client::{Admin, Consumer, ConsumerConfig, OffsetReset, OffsetSpec};
+use eddy::client::{Admin, Consumer, ConsumerConfig, GroupState, OffsetReset, OffsetSpec};
 use eddy::tools::groups::{self, ResetTarget};
 
 use crate::fraud::{EventType, OrderEvent, ORDER_EVENTS};
@@ -115,7 +115,7 @@ pub async fn read_as_group(bootstrap: &str, read: GroupRead<'_>) -> Result<Readi
         let group = admin.describe_group(read.group).await?;
         let committed: i64 = admin.committed_offsets(read.group).await?.values().sum();
         let assigned: usize = group.members.iter().map(|m| m.assignment.len()).sum();
-        let settled = group.state == "Stable"
+        let settled = group.state == GroupState::Stable
             && group.members.len() == read.members
             && assigned == usize::try_from(PARTITIONS).unwrap_or(0);
         if settled && committed >= read.stop_at {

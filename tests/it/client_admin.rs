@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use eddy::client::{
-    Admin, ClientError, Consumer, ConsumerConfig, NewTopic, OffsetReset, OffsetSpec, Producer,
-    ProducerConfig, ProducerRecord,
+    Admin, ClientError, Consumer, ConsumerConfig, GroupState, NewTopic, OffsetReset, OffsetSpec,
+    Producer, ProducerConfig, ProducerRecord,
 };
 use eddy_core::log::TopicPartition;
 use eddy_tests::{wait_until, TestBroker};
@@ -135,7 +135,7 @@ async fn groups_are_listed_and_described_and_their_offsets_altered() {
         .iter()
         .any(|g| g.group_id == group && g.protocol_type == "consumer"));
     let described = admin.describe_group(&group).await.unwrap();
-    assert_eq!(described.state, "Stable");
+    assert_eq!(described.state, GroupState::Stable);
     assert_eq!(described.members.len(), 1);
     assert_eq!(described.members[0].client_id, "described-member");
     let mut held = described.members[0].assignment.clone();

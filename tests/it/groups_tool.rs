@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use eddy::client::Admin;
+use eddy::client::{Admin, GroupState};
 use eddy::embedded::EmbeddedBroker;
 use eddy::tools::groups::{self, GroupsError, ResetTarget};
 use eddy::tools::parse_datetime;
@@ -180,7 +180,7 @@ async fn a_group_with_members_is_not_reset() {
     let refused =
         groups::reset_offsets(&admin, "busy", "orders", ResetTarget::Earliest, true).await;
     assert!(
-        matches!(&refused, Err(GroupsError::GroupActive { state, .. }) if state == "CompletingRebalance"),
+        matches!(&refused, Err(GroupsError::GroupActive { state, .. }) if *state == GroupState::CompletingRebalance),
         "{refused:?}"
     );
     broker.shutdown().await.unwrap();

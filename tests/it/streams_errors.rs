@@ -353,6 +353,6 @@ async fn shutting_down_the_application_stops_every_instance() {
         .await
         .unwrap();
     let group = admin.describe_group(&app).await.unwrap();
-    assert_eq!(group.state, "Stable", "{group:?}");
+    assert_eq!(group.state, eddy::client::GroupState::Stable, "{group:?}");
     assert_eq!(group.members.len(), 3, "{group:?}");
 }

@@ -18,8 +18,8 @@ pub(crate) mod properties;
 mod versions;
 
 pub use admin::{
-    Admin, GroupDescription, GroupMember, ListedGroup, ListedTransaction, NewTopic, OffsetSpec,
-    PartitionDescription, TopicDescription, TransactionDescription,
+    Admin, GroupDescription, GroupMember, GroupState, ListedGroup, ListedTransaction, NewTopic,
+    OffsetSpec, PartitionDescription, TopicDescription, TransactionDescription,
 };
 pub use config::{
     compression, Acks, ClientConfig, ConsumerConfig, IsolationLevel, OffsetReset, ProducerConfig,

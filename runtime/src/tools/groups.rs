@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use eddy_core::log::TopicPartition;
 
-use crate::client::{Admin, ClientError, OffsetSpec};
+use crate::client::{Admin, ClientError, GroupState, OffsetSpec};
 
 /// Why a groups command could not do what it was asked.
 #[derive(Debug, thiserror::Error)]
@@ -19,7 +19,7 @@ pub enum GroupsError {
         /// The group.
         group: String,
         /// Its state.
-        state: String,
+        state: GroupState,
     },
 }
 
@@ -59,7 +59,7 @@ pub async fn list(admin: &Admin) -> Result<String, GroupsError> {
 pub async fn describe(admin: &Admin, group: &str) -> Result<String, GroupsError> {
     let description = admin.describe_group(group).await?;
     let committed = admin.committed_offsets(group).await?;
-    if description.state == "Dead" && committed.is_empty() {
+    if description.state == GroupState::Dead && committed.is_empty() {
         return Ok(format!("\nConsumer group '{group}' does not exist.\n"));
     }
     let mut owners = BTreeMap::new();
@@ -182,7 +182,7 @@ pub async fn reset_offsets(
     execute: bool,
 ) -> Result<String, GroupsError> {
     let description = admin.describe_group(group).await?;
-    if !matches!(description.state.as_str(), "Empty" | "Dead") {
+    if !description.state.is_inactive() {
         return Err(GroupsError::GroupActive {
             group: group.to_string(),
             state: description.state,

@@ -12,6 +12,72 @@ use crate::client::cluster::CoordinatorType;
 use crate::client::offsets::{self, Committer};
 use crate::client::ClientError;
 
+/// A group's state, by the names Kafka's coordinator gives them (its `GroupState`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum GroupState {
+    /// No members; committed offsets may remain.
+    Empty,
+    /// Members are joining a rebalance.
+    PreparingRebalance,
+    /// Members have joined and wait for the leader's assignment.
+    CompletingRebalance,
+    /// Every member has its assignment.
+    Stable,
+    /// Gone, or never known: nothing of the group remains.
+    Dead,
+    /// A consumer-protocol group computing a new assignment (KIP-848).
+    Assigning,
+    /// A consumer-protocol group whose members take up a new assignment (KIP-848).
+    Reconciling,
+    /// A state this client does not know.
+    Unknown,
+}
+
+impl GroupState {
+    /// Kafka's name of the state, as its tools print it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Empty => "Empty",
+            Self::PreparingRebalance => "PreparingRebalance",
+            Self::CompletingRebalance => "CompletingRebalance",
+            Self::Stable => "Stable",
+            Self::Dead => "Dead",
+            Self::Assigning => "Assigning",
+            Self::Reconciling => "Reconciling",
+            Self::Unknown => "Unknown",
+        }
+    }
+
+    /// The state a broker named (case-insensitively, as Kafka's `GroupState.parse`);
+    /// [`GroupState::Unknown`] for a name this client does not know.
+    pub fn parse(name: &str) -> Self {
+        [
+            Self::Empty,
+            Self::PreparingRebalance,
+            Self::CompletingRebalance,
+            Self::Stable,
+            Self::Dead,
+            Self::Assigning,
+            Self::Reconciling,
+        ]
+        .into_iter()
+        .find(|s| s.as_str().eq_ignore_ascii_case(name))
+        .unwrap_or(Self::Unknown)
+    }
+
+    /// Whether no member is in the group, so its offsets may be changed from outside.
+    pub fn is_inactive(self) -> bool {
+        matches!(self, Self::Empty | Self::Dead)
+    }
+}
+
+impl std::fmt::Display for GroupState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A group as ListGroups shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListedGroup {
@@ -19,8 +85,8 @@ pub struct ListedGroup {
     pub group_id: String,
     /// `consumer` for consumer groups.
     pub protocol_type: String,
-    /// `Empty`, `Stable`, …
-    pub state: String,
+    /// Its state.
+    pub state: GroupState,
 }
 
 /// A member of a group and what it holds.
@@ -41,8 +107,8 @@ pub struct GroupMember {
 /// A group's state and members.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupDescription {
-    /// `Empty`, `Stable`, `Dead` (unknown), …
-    pub state: String,
+    /// Its state: [`GroupState::Dead`] for a group the coordinator does not know.
+    pub state: GroupState,
     /// `consumer` for consumer groups.
     pub protocol_type: String,
     /// The members.
@@ -69,7 +135,7 @@ impl Admin {
             .map(|g| ListedGroup {
                 group_id: g.group_id.0.to_string(),
                 protocol_type: g.protocol_type.to_string(),
-                state: g.group_state.to_string(),
+                state: GroupState::parse(&g.group_state),
             })
             .collect();
         groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
@@ -119,7 +185,7 @@ impl Admin {
             })
             .collect();
         Ok(GroupDescription {
-            state: g.group_state.to_string(),
+            state: GroupState::parse(&g.group_state),
             protocol_type: g.protocol_type.to_string(),
             members,
         })
@@ -151,5 +217,21 @@ impl Admin {
             self.deadline(),
         )
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GroupState;
+
+    #[test]
+    fn states_are_read_by_kafkas_names_and_printed_as_them() {
+        for name in ["Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"] {
+            assert_eq!(GroupState::parse(name).to_string(), name);
+        }
+        assert_eq!(GroupState::parse("stable"), GroupState::Stable);
+        assert_eq!(GroupState::parse("Asleep"), GroupState::Unknown);
+        assert!(GroupState::Empty.is_inactive() && GroupState::Dead.is_inactive());
+        assert!(!GroupState::CompletingRebalance.is_inactive());
     }
 }

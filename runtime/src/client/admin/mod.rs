@@ -18,7 +18,7 @@ use crate::time::Instant;
 
 use kafka_protocol::protocol::StrBytes;
 
-pub use groups::{GroupDescription, GroupMember, ListedGroup};
+pub use groups::{GroupDescription, GroupMember, GroupState, ListedGroup};
 pub use topics::{NewTopic, PartitionDescription, TopicDescription};
 pub use transactions::{ListedTransaction, TransactionDescription};
 
