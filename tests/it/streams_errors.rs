@@ -32,10 +32,10 @@ impl Processor<String, i64, String, i64> for NoNegatives {
         ctx: &mut ProcessorContext<'_, String, i64>,
     ) -> Result<(), StreamsError> {
         if record.value < 0 {
-            return Err(StreamsError::Processor {
-                processor: "no-negatives".into(),
-                reason: format!("{} is negative", record.value),
-            });
+            return Err(StreamsError::processor(
+                "no-negatives",
+                format!("{} is negative", record.value),
+            ));
         }
         ctx.forward(record);
         Ok(())
@@ -250,10 +250,7 @@ impl Processor<String, i64, String, i64> for FailsOnceOn42 {
         ctx: &mut ProcessorContext<'_, String, i64>,
     ) -> Result<(), StreamsError> {
         if record.value == 42 && !self.0.swap(true, Ordering::SeqCst) {
-            return Err(StreamsError::Processor {
-                processor: "fails-once".into(),
-                reason: "42, the first time".into(),
-            });
+            return Err(StreamsError::processor("fails-once", "42, the first time"));
         }
         ctx.forward(record);
         Ok(())

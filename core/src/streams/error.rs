@@ -52,7 +52,7 @@ pub enum TopologyError {
 /// Why a task could not process a record or a punctuation. As in Kafka Streams (whose default
 /// handlers fail), the task stops at the first error and reports it; nothing is skipped
 /// silently.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum StreamsError {
     /// A key or value could not be read or written.
     #[error(transparent)]
@@ -93,12 +93,51 @@ pub enum StreamsError {
         /// What went wrong.
         reason: String,
     },
-    /// A user processor failed.
-    #[error("processor {processor} failed: {reason}")]
+    /// A processor failed: the error it gave is kept whole, as the [`source`] of this one.
+    ///
+    /// [`source`]: std::error::Error::source
+    #[error("processor {processor} failed: {source}")]
     Processor {
         /// The processor.
         processor: String,
-        /// What it said.
-        reason: String,
+        /// What it gave.
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
+}
+
+impl StreamsError {
+    /// A processor's failure: `error` may be any error (kept as the source) or a message.
+    pub fn processor(
+        processor: impl Into<String>,
+        error: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self::Processor {
+            processor: processor.into(),
+            source: error.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+
+    use super::StreamsError;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("seat {0} is held twice")]
+    struct DoubleHold(u32);
+
+    #[test]
+    fn a_processors_error_is_kept_as_the_source() {
+        let error = StreamsError::processor("seats", DoubleHold(7));
+        assert_eq!(
+            error.to_string(),
+            "processor seats failed: seat 7 is held twice"
+        );
+        let source = error.source().expect("a source");
+        assert_eq!(source.downcast_ref::<DoubleHold>().map(|d| d.0), Some(7));
+        let said = StreamsError::processor("seats", "no seat");
+        assert_eq!(said.to_string(), "processor seats failed: no seat");
+    }
 }

@@ -69,10 +69,10 @@ impl DriverState {
         let p = match (partition, &record.key) {
             (Some(p), _) if (p as usize) < n && p >= 0 => p as usize,
             (Some(p), _) => {
-                return Err(StreamsError::Processor {
-                    processor: "test driver".into(),
-                    reason: format!("topic {topic} has no partition {p}"),
-                })
+                return Err(StreamsError::processor(
+                    "test driver",
+                    format!("topic {topic} has no partition {p}"),
+                ))
             }
             (None, Some(key)) => partition_for_key(key, n as i32) as usize,
             (None, None) => {

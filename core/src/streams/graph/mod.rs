@@ -326,10 +326,10 @@ impl Graph {
         }
         let Some(mut node) = self.nodes[to].node.take() else {
             let name = self.nodes[to].name.to_string();
-            self.fail(StreamsError::Processor {
-                processor: name,
-                reason: "a record came back to a node that is still processing".into(),
-            });
+            self.fail(StreamsError::processor(
+                name,
+                "a record came back to a node that is still processing",
+            ));
             return;
         };
         let mut slot = Some(value);

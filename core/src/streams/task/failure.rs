@@ -63,10 +63,10 @@ mod tests {
             ctx: &mut ProcessorContext<'_, String, i64>,
         ) -> Result<(), StreamsError> {
             if record.value < 0 {
-                return Err(StreamsError::Processor {
-                    processor: "no-negatives".into(),
-                    reason: format!("{} is negative", record.value),
-                });
+                return Err(StreamsError::processor(
+                    "no-negatives",
+                    format!("{} is negative", record.value),
+                ));
             }
             ctx.forward(record);
             Ok(())

@@ -303,10 +303,10 @@ impl StreamTask {
         records: impl IntoIterator<Item = (Offset, crate::log::Record)>,
     ) -> Result<(), StreamsError> {
         let Some(queue) = self.inputs.iter_mut().find(|q| &*q.topic == topic) else {
-            return Err(StreamsError::Processor {
-                processor: format!("task {}", self.id),
-                reason: format!("reads no topic {topic}"),
-            });
+            return Err(StreamsError::processor(
+                format!("task {}", self.id),
+                format!("reads no topic {topic}"),
+            ));
         };
         let records = records.into_iter();
         queue.records.reserve(records.size_hint().0);

@@ -24,10 +24,10 @@ fn take_input<T: 'static>(input: &mut dyn Any) -> Option<T> {
 /// The error of a node handed a record of another type than its input's.
 #[cold]
 fn wrong_type(graph: &Graph, me: usize) -> StreamsError {
-    StreamsError::Processor {
-        processor: graph.nodes[me].name.to_string(),
-        reason: "received a record of another type".into(),
-    }
+    StreamsError::processor(
+        graph.nodes[me].name.to_string(),
+        "received a record of another type",
+    )
 }
 
 /// A [`Processor`] as a node.

@@ -82,10 +82,7 @@ impl TaskManager {
         task_config.emit_intervals = self.config.emit_intervals;
         StreamTask::new(&self.topology, id, &task_config).map_err(|e| ThreadError::Task {
             task: id,
-            source: StreamsError::Processor {
-                processor: format!("task {id}"),
-                reason: e.to_string(),
-            },
+            source: StreamsError::processor(format!("task {id}"), e),
         })
     }
 

@@ -226,7 +226,13 @@ mod tests {
 
     #[test]
     fn states_are_read_by_kafkas_names_and_printed_as_them() {
-        for name in ["Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"] {
+        for name in [
+            "Empty",
+            "PreparingRebalance",
+            "CompletingRebalance",
+            "Stable",
+            "Dead",
+        ] {
             assert_eq!(GroupState::parse(name).to_string(), name);
         }
         assert_eq!(GroupState::parse("stable"), GroupState::Stable);

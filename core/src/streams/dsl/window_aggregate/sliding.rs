@@ -306,10 +306,10 @@ impl<K: Data, V: Data, VA: Data> SlidingWindowAggregate<K, V, VA> {
 }
 
 fn unexpected<K, VA>(ctx: Ctx<'_, '_, K, VA>, start: Timestamp, t: Timestamp) -> StreamsError {
-    StreamsError::Processor {
-        processor: ctx.name().to_string(),
-        reason: format!("unexpected sliding window starting at {start} for a record at {t}"),
-    }
+    StreamsError::processor(
+        ctx.name(),
+        format!("unexpected sliding window starting at {start} for a record at {t}"),
+    )
 }
 
 impl<K: Data, V: Data, VA: Data> Processor<K, V, Windowed<K>, Change<VA>>
