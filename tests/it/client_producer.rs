@@ -266,7 +266,10 @@ async fn send_all_gives_back_the_records_it_refuses_and_sends_the_rest() {
     assert_eq!(sent.refused.len(), 1);
     let (refused, error) = &sent.refused[0];
     assert_eq!(refused.key.as_deref(), Some(&b"too big"[..]));
-    assert!(matches!(error, ClientError::Config(_)), "{error}");
+    assert!(
+        matches!(error, ClientError::RecordTooLarge { .. }),
+        "{error}"
+    );
     let reached = sent.deliveries.into_iter().last().unwrap().await.unwrap();
     assert_eq!(reached.offset, 1);
     assert_eq!(ends(&admin, &topic, 1).await, vec![2]);
@@ -356,7 +359,10 @@ async fn send_all_sends_records_borrowed_from_the_callers_buffer_and_gives_back_
     assert_eq!(sent.refused.len(), 1);
     let (refused, error) = &sent.refused[0];
     assert_eq!(refused.parts().key, Some(&500u32.to_be_bytes()[..]));
-    assert!(matches!(error, ClientError::Config(_)), "{error}");
+    assert!(
+        matches!(error, ClientError::RecordTooLarge { .. }),
+        "{error}"
+    );
     for delivery in sent.deliveries {
         delivery.await.unwrap();
     }

@@ -10,21 +10,7 @@ use std::time::Duration;
 use eddy_core::streams::internals::EmitIntervals;
 
 use crate::client::config::{bad, millis, number, split_list};
-use crate::client::ClientError;
-
-/// A setting that cannot be used.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(pub String);
-
-impl From<ClientError> for ConfigError {
-    fn from(e: ClientError) -> Self {
-        match e {
-            ClientError::Config(message) => Self(message),
-            other => Self(other.to_string()),
-        }
-    }
-}
+pub use crate::client::ConfigError;
 
 /// Where the application's broker is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,7 +56,7 @@ impl ErrorHandling {
             "continue"
             | "LogAndContinueExceptionHandler"
             | "LogAndContinueProcessingExceptionHandler" => Self::Continue,
-            _ => return Err(bad(key, value).into()),
+            _ => return Err(bad(key, value)),
         })
     }
 }
@@ -238,7 +224,7 @@ impl StreamsConfig {
                 self.processing_guarantee = match value.trim() {
                     "at_least_once" => ProcessingGuarantee::AtLeastOnce,
                     "exactly_once_v2" => ProcessingGuarantee::ExactlyOnceV2,
-                    _ => return Err(bad(key, value).into()),
+                    _ => return Err(bad(key, value)),
                 }
             }
             "commit.interval.ms" => self.commit_interval_ms = Some(millis(key, value)?),
@@ -294,7 +280,7 @@ impl StreamsConfig {
                 self.client_properties
                     .push((key.to_string(), value.to_string()));
             }
-            _ => return Err(ConfigError(format!("unknown property {key}"))),
+            _ => return Err(ConfigError::Unknown(key.to_string())),
         }
         Ok(())
     }
@@ -349,7 +335,7 @@ impl StreamsConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let id = &self.application_id;
         if id.is_empty() {
-            return Err(ConfigError("application.id is required".into()));
+            return Err(ConfigError::rejected("application.id", "is required"));
         }
         // It prefixes topic names, so it takes a topic name's characters.
         if id.len() > 200
@@ -357,27 +343,35 @@ impl StreamsConfig {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
         {
-            return Err(ConfigError(format!(
-                "application.id {id:?} may hold only ASCII letters, digits, '.', '_' and '-', \
-                 at most 200 of them"
-            )));
+            return Err(ConfigError::rejected(
+                "application.id",
+                format!(
+                    "{id:?} may hold only ASCII letters, digits, '.', '_' and '-', at most 200 \
+                     of them"
+                ),
+            ));
         }
         if self.num_stream_threads == 0 {
-            return Err(ConfigError("num.stream.threads must be at least 1".into()));
+            return Err(ConfigError::rejected(
+                "num.stream.threads",
+                "must be at least 1",
+            ));
         }
         if let Some(server) = &self.application_server {
             let port = server
                 .rsplit_once(':')
                 .map(|(host, port)| (host, port.parse::<u16>()));
             if !matches!(port, Some((host, Ok(_))) if !host.is_empty()) {
-                return Err(ConfigError(format!(
-                    "application.server {server:?} is not host:port"
-                )));
+                return Err(ConfigError::rejected(
+                    "application.server",
+                    format!("{server:?} is not host:port"),
+                ));
             }
         }
         if self.replication_factor == 0 || self.replication_factor < -1 {
-            return Err(ConfigError(
-                "replication.factor must be -1 (the broker's) or at least 1".into(),
+            return Err(ConfigError::rejected(
+                "replication.factor",
+                "must be -1 (the broker's) or at least 1",
             ));
         }
         Ok(())

@@ -282,9 +282,13 @@ impl Streams {
     /// Without the embedded broker, an application needs `bootstrap.servers`.
     #[cfg(not(feature = "embedded"))]
     async fn start_embedded(&mut self, _dir: &Path) -> Result<String, StartError> {
-        Err(StartError::Client(ClientError::Config(
-            "bootstrap.servers is not set, and this build has no embedded broker".into(),
-        )))
+        Err(StartError::Client(
+            crate::client::ConfigError::rejected(
+                "bootstrap.servers",
+                "is not set, and this build has no embedded broker",
+            )
+            .into(),
+        ))
     }
 
     /// Stops the threads (each commits what it processed and closes its tasks), waiting up

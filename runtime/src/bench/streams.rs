@@ -219,7 +219,7 @@ pub async fn run(
     }
     let new_streams = || {
         Streams::new(topology(load.workload, &input, &output), config.clone())
-            .map_err(|e| ClientError::Config(e.to_string()))
+            .map_err(ClientError::from)
     };
     let mut streams = new_streams()?;
     let deadline = Instant::now() + Duration::from_secs(600);

@@ -21,7 +21,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Request, StrBytes};
 
 use super::versions::BrokerVersions;
-use super::{ClientConfig, ClientError, Connection};
+use super::{ClientConfig, ClientError, ConfigError, Connection};
 
 /// What a coordinator coordinates: FindCoordinator's `key_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -360,7 +360,7 @@ impl Cluster {
                 Err(e) => last = Some(e),
             }
         }
-        Err(last.unwrap_or_else(|| ClientError::Config("no bootstrap servers".into())))
+        Err(last.unwrap_or_else(|| ConfigError::rejected("bootstrap.servers", "is empty").into()))
     }
 
     /// Asks for new metadata at the next [`Self::refresh_if_needed`].

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use eddy_core::wire::compression::Compression;
 
-use super::ClientError;
+use super::ConfigError;
 
 /// Settings every client shares.
 #[derive(Debug, Clone)]
@@ -78,7 +78,7 @@ impl ClientConfig {
     }
 
     /// Applies one Kafka-style property this struct knows; returns whether it knew it.
-    fn set(&mut self, key: &str, value: &str) -> Result<bool, ClientError> {
+    fn set(&mut self, key: &str, value: &str) -> Result<bool, ConfigError> {
         match key {
             "bootstrap.servers" => self.bootstrap = split_list(value),
             "client.id" => self.client_id = value.to_string(),
@@ -96,9 +96,9 @@ impl ClientConfig {
         Ok(true)
     }
 
-    pub(crate) fn validate(&self) -> Result<(), ClientError> {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         if self.bootstrap.is_empty() {
-            return Err(ClientError::Config("bootstrap.servers is empty".into()));
+            return Err(ConfigError::rejected("bootstrap.servers", "is empty"));
         }
         Ok(())
     }
@@ -187,7 +187,7 @@ impl ProducerConfig {
     /// Reads Kafka-style producer properties; unknown keys are an error.
     pub fn from_properties<'a>(
         properties: impl IntoIterator<Item = (&'a str, &'a str)>,
-    ) -> Result<Self, ClientError> {
+    ) -> Result<Self, ConfigError> {
         let mut config = Self::new("");
         for (key, value) in properties {
             if config.client.set(key, value)? {
@@ -215,7 +215,7 @@ impl ProducerConfig {
                 "delivery.timeout.ms" => config.delivery_timeout = millis(key, value)?,
                 "transactional.id" => config.transactional_id = optional(value),
                 "transaction.timeout.ms" => config.transaction_timeout = millis(key, value)?,
-                _ => return Err(ClientError::Config(format!("unknown property {key}"))),
+                _ => return Err(ConfigError::Unknown(key.to_string())),
             }
         }
         Ok(config)
@@ -282,28 +282,30 @@ impl ProducerConfig {
         self
     }
 
-    pub(crate) fn validate(&self) -> Result<(), ClientError> {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         self.client.validate()?;
         if self.idempotence && self.acks != Acks::All {
-            return Err(ClientError::Config(
-                "enable.idempotence requires acks=all".into(),
+            return Err(ConfigError::rejected(
+                "enable.idempotence",
+                "requires acks=all",
             ));
         }
         if self.idempotence && !(1..=5).contains(&self.max_in_flight) {
-            return Err(ClientError::Config(
-                "enable.idempotence requires max.in.flight.requests.per.connection between 1 and 5"
-                    .into(),
+            return Err(ConfigError::rejected(
+                "enable.idempotence",
+                "requires max.in.flight.requests.per.connection between 1 and 5",
             ));
         }
         if self.transactional_id.is_some() && !self.idempotence {
-            return Err(ClientError::Config(
-                "transactional.id requires enable.idempotence".into(),
+            return Err(ConfigError::rejected(
+                "transactional.id",
+                "requires enable.idempotence",
             ));
         }
         if self.buffer_memory < self.max_request_size || self.batch_size == 0 {
-            return Err(ClientError::Config(
-                "buffer.memory must hold at least max.request.size, and batch.size be positive"
-                    .into(),
+            return Err(ConfigError::rejected(
+                "buffer.memory",
+                "must hold at least max.request.size, and batch.size be positive",
             ));
         }
         Ok(())
@@ -395,7 +397,7 @@ impl ConsumerConfig {
     /// Reads Kafka-style consumer properties; unknown keys are an error.
     pub fn from_properties<'a>(
         properties: impl IntoIterator<Item = (&'a str, &'a str)>,
-    ) -> Result<Self, ClientError> {
+    ) -> Result<Self, ConfigError> {
         let mut config = Self::new("");
         for (key, value) in properties {
             if config.client.set(key, value)? {
@@ -431,7 +433,7 @@ impl ConsumerConfig {
                 "max.poll.interval.ms" => config.max_poll_interval = millis(key, value)?,
                 "enable.auto.commit" => config.enable_auto_commit = boolean(key, value)?,
                 "auto.commit.interval.ms" => config.auto_commit_interval = millis(key, value)?,
-                _ => return Err(ClientError::Config(format!("unknown property {key}"))),
+                _ => return Err(ConfigError::Unknown(key.to_string())),
             }
         }
         Ok(config)
@@ -491,16 +493,18 @@ impl ConsumerConfig {
         self
     }
 
-    pub(crate) fn validate(&self) -> Result<(), ClientError> {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         self.client.validate()?;
         if self.max_poll_records == 0 {
-            return Err(ClientError::Config(
-                "max.poll.records must be positive".into(),
+            return Err(ConfigError::rejected(
+                "max.poll.records",
+                "must be positive",
             ));
         }
         if self.heartbeat_interval >= self.session_timeout {
-            return Err(ClientError::Config(
-                "heartbeat.interval.ms must be below session.timeout.ms".into(),
+            return Err(ConfigError::rejected(
+                "heartbeat.interval.ms",
+                "must be below session.timeout.ms",
             ));
         }
         Ok(())
@@ -515,19 +519,19 @@ pub(crate) fn split_list(list: &str) -> Vec<String> {
         .collect()
 }
 
-pub(crate) fn bad(key: &str, value: &str) -> ClientError {
-    ClientError::Config(format!("{key}={value} is not a valid value"))
+pub(crate) fn bad(key: &str, value: &str) -> ConfigError {
+    ConfigError::invalid(key, value)
 }
 
-pub(crate) fn number<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ClientError> {
+pub(crate) fn number<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigError> {
     value.trim().parse().map_err(|_| bad(key, value))
 }
 
-pub(crate) fn millis(key: &str, value: &str) -> Result<Duration, ClientError> {
+pub(crate) fn millis(key: &str, value: &str) -> Result<Duration, ConfigError> {
     number::<u64>(key, value).map(Duration::from_millis)
 }
 
-pub(crate) fn boolean(key: &str, value: &str) -> Result<bool, ClientError> {
+pub(crate) fn boolean(key: &str, value: &str) -> Result<bool, ConfigError> {
     match value.trim() {
         "true" => Ok(true),
         "false" => Ok(false),
@@ -542,7 +546,7 @@ fn optional(value: &str) -> Option<String> {
 }
 
 /// A `compression.type` value.
-pub fn compression(name: &str) -> Result<Compression, ClientError> {
+pub fn compression(name: &str) -> Result<Compression, ConfigError> {
     Ok(match name {
         "none" => Compression::None,
         "gzip" => Compression::Gzip,
@@ -576,8 +580,14 @@ mod tests {
 
     #[test]
     fn unknown_or_malformed_properties_are_refused() {
-        assert!(ProducerConfig::from_properties([("linger", "5")]).is_err());
-        assert!(ProducerConfig::from_properties([("linger.ms", "soon")]).is_err());
+        assert_eq!(
+            ProducerConfig::from_properties([("linger", "5")]).unwrap_err(),
+            ConfigError::Unknown("linger".into())
+        );
+        assert_eq!(
+            ProducerConfig::from_properties([("linger.ms", "soon")]).unwrap_err(),
+            ConfigError::invalid("linger.ms", "soon")
+        );
         assert!(ConsumerConfig::from_properties([("auto.offset.reset", "smallest")]).is_err());
         let consumer = ConsumerConfig::from_properties([
             ("bootstrap.servers", "h:9092"),
@@ -590,7 +600,13 @@ mod tests {
     #[test]
     fn idempotence_needs_acks_all() {
         let config = ProducerConfig::new("h:1").acks(Acks::Leader);
-        assert!(config.validate().is_err());
+        assert!(matches!(
+            config.validate(),
+            Err(ConfigError::Rejected {
+                property: "enable.idempotence",
+                ..
+            })
+        ));
         config.idempotence(false).validate().unwrap();
         assert!(ProducerConfig::new("").validate().is_err());
     }

@@ -10,6 +10,7 @@
 mod admin;
 mod cluster;
 pub(crate) mod config;
+mod config_error;
 mod connection;
 mod consumer;
 mod offsets;
@@ -24,6 +25,7 @@ pub use admin::{
 pub use config::{
     compression, Acks, ClientConfig, ConsumerConfig, IsolationLevel, OffsetReset, ProducerConfig,
 };
+pub use config_error::ConfigError;
 pub use connection::{Connection, EncodedRequest};
 pub(crate) use consumer::PartitionRun;
 pub use consumer::{
@@ -75,7 +77,7 @@ pub enum ClientError {
     TimedOut(String),
     /// A setting is missing or out of range.
     #[error("invalid configuration: {0}")]
-    Config(String),
+    Config(#[from] ConfigError),
     /// The request cannot be made in the client's current state (a record sent outside a
     /// transaction by a transactional producer, a consumer polled with nothing assigned, …).
     #[error("{0}")]
@@ -92,6 +94,15 @@ pub enum ClientError {
     /// transaction carrying them must be aborted; the member rejoins.
     #[error("commit refused, the group rebalanced: {0}")]
     CommitFailed(String),
+    /// A record is larger than the producer sends in one request (Kafka's
+    /// `RecordTooLargeException`); it was not sent.
+    #[error("a record of {size} bytes is larger than max.request.size ({max})")]
+    RecordTooLarge {
+        /// The record's size as it would be sent.
+        size: usize,
+        /// `max.request.size`.
+        max: usize,
+    },
     /// The client was closed.
     #[error("the client is closed")]
     Closed,

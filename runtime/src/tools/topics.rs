@@ -1,7 +1,7 @@
 //! `eddy topics create | list | describe | delete`: what Kafka's `kafka-topics.sh` does, with
 //! its output.
 
-use crate::client::{Admin, ClientError, NewTopic};
+use crate::client::{Admin, ClientError, ConfigError, NewTopic};
 
 /// Creates a topic; `configs` are `key=value` settings.
 pub async fn create(
@@ -16,7 +16,7 @@ pub async fn create(
     for config in configs {
         let (key, value) = config
             .split_once('=')
-            .ok_or_else(|| ClientError::Config(format!("--config {config}: expected key=value")))?;
+            .ok_or_else(|| ConfigError::invalid("--config", config))?;
         new = new.config(key.trim(), value.trim());
     }
     admin.create_topics(&[new]).await?;

@@ -47,6 +47,9 @@ pub enum ThreadError {
     /// The cluster could not be reached or refused a request.
     #[error(transparent)]
     Client(#[from] ClientError),
+    /// A client setting the application passes on cannot be used.
+    #[error(transparent)]
+    Config(#[from] crate::client::ConfigError),
     /// A task failed.
     #[error("task {task}: {source}")]
     Task {

@@ -28,7 +28,7 @@ pub(crate) use self::fetcher::PartitionRun;
 use self::group::Membership;
 use super::cluster::Cluster;
 use super::offsets::{self, Committer};
-use super::{ClientError, ConsumerConfig, GroupMetadata, IsolationLevel};
+use super::{ClientError, ConfigError, ConsumerConfig, GroupMetadata, IsolationLevel};
 
 /// A record as a consumer reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,10 +136,9 @@ impl Consumer {
     }
 
     fn group_id(&self) -> Result<&str, ClientError> {
-        self.config
-            .group_id
-            .as_deref()
-            .ok_or_else(|| ClientError::Config("this needs a group.id".into()))
+        self.config.group_id.as_deref().ok_or_else(|| {
+            ConfigError::rejected("group.id", "is required for a group member").into()
+        })
     }
 
     /// Reads `topics` as a member of the consumer group `group.id`; the group decides which
@@ -384,8 +383,8 @@ impl Consumer {
             .as_ref()
             .map(|g| (Arc::clone(&g.wake), g.state_handle()));
         async move {
-            let metadata =
-                metadata.ok_or_else(|| ClientError::Config("commits need a group.id".into()))?;
+            let metadata = metadata
+                .ok_or_else(|| ConfigError::rejected("group.id", "is required to commit"))?;
             if offsets.is_empty() {
                 return Ok(());
             }

@@ -372,10 +372,10 @@ impl Producer {
         }
         let size = record.size();
         if size > shared.config.max_request_size {
-            return Err(ClientError::Config(format!(
-                "a record of {size} bytes is larger than max.request.size ({})",
-                shared.config.max_request_size
-            )));
+            return Err(ClientError::RecordTooLarge {
+                size,
+                max: shared.config.max_request_size,
+            });
         }
         let deadline = Instant::now() + shared.config.max_block;
         let permits = match shared.memory.try_acquire_many(size as u32) {

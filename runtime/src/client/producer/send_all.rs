@@ -131,10 +131,10 @@ impl Producer {
                     break;
                 };
                 if size > shared.config.max_request_size {
-                    let refusal = ClientError::Config(format!(
-                        "a record of {size} bytes is larger than max.request.size ({})",
-                        shared.config.max_request_size
-                    ));
+                    let refusal = ClientError::RecordTooLarge {
+                        size,
+                        max: shared.config.max_request_size,
+                    };
                     sent.refused.push((record, refusal));
                     continue;
                 }
@@ -164,8 +164,10 @@ impl Producer {
         slots: &mut Vec<Slot>,
     ) -> Result<(), ClientError> {
         let shared = self.shared();
-        let wanted = u32::try_from(reserved)
-            .map_err(|_| ClientError::Config(format!("{reserved} bytes of records at once")))?;
+        let wanted = u32::try_from(reserved).map_err(|_| ClientError::RecordTooLarge {
+            size: reserved,
+            max: shared.config.max_request_size,
+        })?;
         let permits = match shared.memory.try_acquire_many(wanted) {
             Ok(permits) => permits,
             Err(_) => tokio::time::timeout_at(deadline, shared.memory.acquire_many(wanted))
