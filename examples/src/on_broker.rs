@@ -13,10 +13,10 @@ use eddy::client::{
     Admin, ClientError, Consumer, ConsumerConfig, ConsumerRecord, IsolationLevel, NewTopic,
     OffsetSpec, Producer, ProducerConfig, ProducerRecord, Topic,
 };
+use eddy::internals::tools::groups::GroupsError;
 use eddy::log::TopicPartition;
 use eddy::streams::windows::WindowError;
 use eddy::streams::{Topology, TopologyError};
-use eddy::tools::groups::GroupsError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use eddy::client::{Admin, Consumer, ConsumerConfig, GroupState, OffsetReset, OffsetSpec};
-use eddy::tools::groups::{self, ResetTarget};
+use eddy::internals::tools::groups::{self, ResetTarget};
 
 use crate::fraud::{EventType, OrderEvent, ORDER_EVENTS};
 use crate::on_broker::{self, ExampleError};

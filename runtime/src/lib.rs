@@ -4,17 +4,21 @@
 //! This crate is what applications depend on. It re-exports the shared vocabulary of
 //! [`eddy_core`] and adds everything that does I/O: the [`client`] (producer, consumer,
 //! administration, transactions), the streams [`app`] (a topology running as members of a
-//! consumer group), state [`store`]s on disk, the [`embedded`] broker, the operator commands
-//! behind the `eddy` tool ([`tools`]) and the load generators of `eddy bench`.
+//! consumer group), state [`store`]s on disk and the [`embedded`] broker. The `eddy` command's
+//! own code (`cli`, and the operator commands and load generators under `internals`) is
+//! compiled in but is not part of the API.
 
 pub use eddy_core::{log, serde, streams, testing, wire};
 
 pub mod app;
-pub mod bench;
+#[cfg(feature = "cli")]
+#[doc(hidden)]
+pub mod cli;
 pub mod client;
+#[doc(hidden)]
+pub mod internals;
 pub mod store;
 mod time;
-pub mod tools;
 
 #[cfg(feature = "embedded")]
 pub mod embedded;

@@ -224,7 +224,7 @@ async fn a_store_that_claims_more_than_its_changelog_holds_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_streams_benchmark_processes_every_record_of_each_workload() {
-    use eddy::bench::streams::{run, StreamsLoad, StreamsWorkload};
+    use eddy::internals::bench::streams::{run, StreamsLoad, StreamsWorkload};
     let broker = TestBroker::start().await;
     let state = tempfile::tempdir().unwrap();
     for workload in [

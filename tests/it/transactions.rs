@@ -6,10 +6,10 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use eddy::bench::{produce_transactionally, ProduceLoad};
 use eddy::client::Admin;
 use eddy::embedded::EmbeddedBroker;
-use eddy::tools::transactions;
+use eddy::internals::bench::{produce_transactionally, ProduceLoad};
+use eddy::internals::tools::transactions;
 use eddy_core::log::{Record, TopicPartition};
 use eddy_core::wire::batch::BatchBuilder;
 use eddy_core::wire::compression::Compression;

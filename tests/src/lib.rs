@@ -353,14 +353,9 @@ impl TestBroker {
     }
 }
 
-/// Logs to standard error at `RUST_LOG`'s levels, `info` by default: what the test
-/// applications print for the suites that run them.
+/// Logs to standard error at `RUST_LOG`'s levels, `info` by default, as the `eddy` command
+/// does (no colour codes in files): what the test applications print for the suites that run
+/// them.
 pub fn log_to_stderr() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    eddy::cli::log_to_stderr("RUST_LOG");
 }

@@ -32,6 +32,19 @@ pub enum ProcessingGuarantee {
     ExactlyOnceV2,
 }
 
+impl std::str::FromStr for ProcessingGuarantee {
+    type Err = ConfigError;
+
+    /// `processing.guarantee` by Kafka Streams' values: `at_least_once` or `exactly_once_v2`.
+    fn from_str(value: &str) -> Result<Self, ConfigError> {
+        match value.trim() {
+            "at_least_once" => Ok(Self::AtLeastOnce),
+            "exactly_once_v2" => Ok(Self::ExactlyOnceV2),
+            _ => Err(bad("processing.guarantee", value)),
+        }
+    }
+}
+
 /// What happens to a record that fails: to deserialize (`deserialization.exception.handler`),
 /// to be processed (`processing.exception.handler`) or to be produced
 /// (`production.exception.handler`).
@@ -220,13 +233,7 @@ impl StreamsConfig {
                 };
             }
             "num.stream.threads" => self.num_stream_threads = number(key, value)?,
-            "processing.guarantee" => {
-                self.processing_guarantee = match value.trim() {
-                    "at_least_once" => ProcessingGuarantee::AtLeastOnce,
-                    "exactly_once_v2" => ProcessingGuarantee::ExactlyOnceV2,
-                    _ => return Err(bad(key, value)),
-                }
-            }
+            "processing.guarantee" => self.processing_guarantee = value.parse()?,
             "commit.interval.ms" => self.commit_interval_ms = Some(millis(key, value)?),
             "state.dir" => self.state_dir = PathBuf::from(value.trim()),
             "num.standby.replicas" => self.num_standby_replicas = number(key, value)?,

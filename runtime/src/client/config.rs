@@ -194,14 +194,7 @@ impl ProducerConfig {
                 continue;
             }
             match key {
-                "acks" => {
-                    config.acks = match value {
-                        "0" => Acks::None,
-                        "1" => Acks::Leader,
-                        "all" | "-1" => Acks::All,
-                        _ => return Err(bad(key, value)),
-                    }
-                }
+                "acks" => config.acks = value.parse()?,
                 "linger.ms" => config.linger = millis(key, value)?,
                 "batch.size" => config.batch_size = number(key, value)?,
                 "buffer.memory" => config.buffer_memory = number(key, value)?,
@@ -406,21 +399,8 @@ impl ConsumerConfig {
             match key {
                 "group.id" => config.group_id = optional(value),
                 "group.instance.id" => config.group_instance_id = optional(value),
-                "auto.offset.reset" => {
-                    config.auto_offset_reset = match value {
-                        "earliest" => OffsetReset::Earliest,
-                        "latest" => OffsetReset::Latest,
-                        "none" => OffsetReset::None,
-                        _ => return Err(bad(key, value)),
-                    }
-                }
-                "isolation.level" => {
-                    config.isolation_level = match value {
-                        "read_committed" => IsolationLevel::ReadCommitted,
-                        "read_uncommitted" => IsolationLevel::ReadUncommitted,
-                        _ => return Err(bad(key, value)),
-                    }
-                }
+                "auto.offset.reset" => config.auto_offset_reset = value.parse()?,
+                "isolation.level" => config.isolation_level = value.parse()?,
                 "max.poll.records" => config.max_poll_records = number(key, value)?,
                 "fetch.min.bytes" => config.fetch_min_bytes = number(key, value)?,
                 "fetch.max.bytes" => config.fetch_max_bytes = number(key, value)?,
@@ -536,6 +516,47 @@ pub(crate) fn boolean(key: &str, value: &str) -> Result<bool, ConfigError> {
         "true" => Ok(true),
         "false" => Ok(false),
         _ => Err(bad(key, value)),
+    }
+}
+
+impl std::str::FromStr for Acks {
+    type Err = ConfigError;
+
+    /// `acks` by Kafka's values: `all` (or `-1`), `1` or `0`.
+    fn from_str(value: &str) -> Result<Self, ConfigError> {
+        match value.trim() {
+            "0" => Ok(Self::None),
+            "1" => Ok(Self::Leader),
+            "all" | "-1" => Ok(Self::All),
+            _ => Err(bad("acks", value)),
+        }
+    }
+}
+
+impl std::str::FromStr for OffsetReset {
+    type Err = ConfigError;
+
+    /// `auto.offset.reset` by Kafka's values: `earliest`, `latest` or `none`.
+    fn from_str(value: &str) -> Result<Self, ConfigError> {
+        match value.trim() {
+            "earliest" => Ok(Self::Earliest),
+            "latest" => Ok(Self::Latest),
+            "none" => Ok(Self::None),
+            _ => Err(bad("auto.offset.reset", value)),
+        }
+    }
+}
+
+impl std::str::FromStr for IsolationLevel {
+    type Err = ConfigError;
+
+    /// `isolation.level` by Kafka's values: `read_uncommitted` or `read_committed`.
+    fn from_str(value: &str) -> Result<Self, ConfigError> {
+        match value.trim() {
+            "read_uncommitted" => Ok(Self::ReadUncommitted),
+            "read_committed" => Ok(Self::ReadCommitted),
+            _ => Err(bad("isolation.level", value)),
+        }
     }
 }
 

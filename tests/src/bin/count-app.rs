@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use eddy::app::{Bootstrap, ProcessingGuarantee, State, Streams, StreamsConfig};
-use eddy::bench::streams::{topology, StreamsWorkload};
+use eddy::internals::bench::streams::{topology, StreamsWorkload};
 
 /// The count application's command line.
 #[derive(Debug, Parser)]

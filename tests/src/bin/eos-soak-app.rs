@@ -33,7 +33,7 @@ struct Args {
     state_dir: PathBuf,
     /// `exactly_once_v2` or `at_least_once`.
     #[arg(long, default_value = "exactly_once_v2")]
-    guarantee: String,
+    guarantee: ProcessingGuarantee,
     /// `commit.interval.ms`; Kafka Streams' default for the guarantee when not given.
     #[arg(long)]
     commit_interval_ms: Option<u64>,
@@ -137,14 +137,7 @@ async fn main() -> ExitCode {
     let mut config = StreamsConfig::new("eos-soak");
     config.bootstrap = Bootstrap::Servers(vec![args.bootstrap.clone()]);
     config.state_dir = args.state_dir.clone();
-    config.processing_guarantee = match args.guarantee.as_str() {
-        "exactly_once_v2" => ProcessingGuarantee::ExactlyOnceV2,
-        "at_least_once" => ProcessingGuarantee::AtLeastOnce,
-        other => {
-            eprintln!("eos-soak-app: --guarantee {other}: exactly_once_v2 or at_least_once");
-            return ExitCode::from(2);
-        }
-    };
+    config.processing_guarantee = args.guarantee;
     config.commit_interval_ms = args.commit_interval_ms.map(Duration::from_millis);
     config.num_stream_threads = args.threads;
     config.statestore_cache_max_bytes = 0;

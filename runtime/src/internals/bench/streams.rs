@@ -35,6 +35,33 @@ pub enum StreamsWorkload {
     WindowedCount,
 }
 
+impl std::str::FromStr for StreamsWorkload {
+    type Err = String;
+
+    /// By the names of `eddy bench streams --workload`: `stateless`, `count` or `windowed`.
+    fn from_str(name: &str) -> Result<Self, String> {
+        match name {
+            "stateless" => Ok(Self::Stateless),
+            "count" => Ok(Self::CountByKey),
+            "windowed" => Ok(Self::WindowedCount),
+            other => Err(format!(
+                "expected stateless, count or windowed, not {other}"
+            )),
+        }
+    }
+}
+
+impl StreamsWorkload {
+    /// Its name, as `--workload` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Stateless => "stateless",
+            Self::CountByKey => "count",
+            Self::WindowedCount => "windowed",
+        }
+    }
+}
+
 /// What a streams run processes.
 #[derive(Debug, Clone)]
 pub struct StreamsLoad {
