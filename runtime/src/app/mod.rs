@@ -1,11 +1,11 @@
 //! The streams application: a topology running as members of a consumer group, its tasks'
 //! state in stores on disk. [`Streams`] is the entry point; its settings are a
 //! [`StreamsConfig`]; it creates the topics it needs at start ([`topics::plan`],
-//! [`create_internal_topics`]), spreads its tasks with the [`assignor`], and runs them on
-//! stream threads, at-least-once or exactly-once, restoring their stores from changelogs and
-//! keeping standby copies beside processing.
+//! [`create_internal_topics`]), spreads its tasks over the group's members as Kafka
+//! Streams' assignor does, and runs them on stream threads, at-least-once or exactly-once,
+//! restoring their stores from changelogs and keeping standby copies beside processing.
 
-pub mod assignor;
+pub(crate) mod assignor;
 mod config;
 #[cfg(test)]
 mod fixtures;

@@ -10,8 +10,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::time::Instant;
-
 use eddy_core::log::partition_for_key;
 use eddy_core::log::Timestamp;
 use eddy_core::serde::{Serde, SerdeError};
@@ -23,6 +21,7 @@ use eddy_core::streams::{TaskId, Topology};
 
 use super::assignor::protocol::WirePartition;
 use crate::store::SledStores;
+use crate::time::Instant;
 
 /// How often the stream threads checkpoint at least while queries come: how old, at most,
 /// the state a query reads is while records flow.

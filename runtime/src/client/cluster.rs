@@ -9,8 +9,6 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::time::Instant;
-
 use kafka_protocol::error::ResponseError::{
     self, ConcurrentTransactions, CoordinatorNotAvailable, NotCoordinator, UnknownTopicOrPartition,
 };
@@ -22,6 +20,7 @@ use kafka_protocol::protocol::{Request, StrBytes};
 
 use super::versions::BrokerVersions;
 use super::{ClientConfig, ClientError, ConfigError, Connection};
+use crate::time::Instant;
 
 /// What a coordinator coordinates: FindCoordinator's `key_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

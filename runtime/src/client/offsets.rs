@@ -3,7 +3,6 @@
 //! member of its generation, the admin client from outside the group), and offsets by
 //! position or time (ListOffsets at each partition's leader).
 
-use crate::time::Instant;
 use std::collections::BTreeMap;
 
 use eddy_core::log::TopicPartition;
@@ -21,6 +20,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::cluster::{Cluster, CoordinatorType};
 use super::ClientError;
+use crate::time::Instant;
 
 /// Who commits: a member of a generation, or nobody (-1, empty member id) from outside.
 #[derive(Debug, Clone, Default)]

@@ -4,8 +4,8 @@
 //! members and the leader tell each other ([`protocol`]), and the consumer-protocol
 //! assignor that puts them together ([`StreamsAssignor`]).
 
-pub mod placement;
-pub mod protocol;
+pub(crate) mod placement;
+pub(crate) mod protocol;
 mod streams_assignor;
 
-pub use streams_assignor::{LocalState, StreamsAssignor};
+pub(crate) use streams_assignor::{LocalState, StreamsAssignor};

@@ -13,49 +13,49 @@ use eddy_core::streams::TaskId;
 
 /// The offset sum an instance reports for a task it runs as active: caught up by definition
 /// (Kafka's `Task.LATEST_OFFSET`).
-pub const RUNNING: i64 = -2;
+pub(crate) const RUNNING: i64 = -2;
 
 /// What the leader knows of one instance of the application.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Instance {
+pub(crate) struct Instance {
     /// How many stream threads it runs: its share of the load.
-    pub threads: usize,
+    pub(crate) threads: usize,
     /// The tasks it ran as active before this rebalance.
-    pub previous_active: BTreeSet<TaskId>,
+    pub(crate) previous_active: BTreeSet<TaskId>,
     /// For each task whose state it holds, the sum of its changelog offsets ([`RUNNING`] for
     /// a task it runs as active).
-    pub offset_sums: BTreeMap<TaskId, i64>,
+    pub(crate) offset_sums: BTreeMap<TaskId, i64>,
 }
 
 /// The settings placement follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PlacementConfig {
+pub(crate) struct PlacementConfig {
     /// `num.standby.replicas`.
-    pub standby_replicas: usize,
+    pub(crate) standby_replicas: usize,
     /// `acceptable.recovery.lag`.
-    pub acceptable_recovery_lag: u64,
+    pub(crate) acceptable_recovery_lag: u64,
     /// `max.warmup.replicas`.
-    pub max_warmup_replicas: usize,
+    pub(crate) max_warmup_replicas: usize,
 }
 
 /// One instance's tasks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Placed {
+pub(crate) struct Placed {
     /// Tasks it runs.
-    pub active: BTreeSet<TaskId>,
+    pub(crate) active: BTreeSet<TaskId>,
     /// Tasks it keeps a warm copy of, warmups included.
-    pub standby: BTreeSet<TaskId>,
+    pub(crate) standby: BTreeSet<TaskId>,
     /// Of the standbys, those that warm up to take the task over.
-    pub warmup: BTreeSet<TaskId>,
+    pub(crate) warmup: BTreeSet<TaskId>,
 }
 
 /// The placement of every task.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Placement {
+pub(crate) struct Placement {
     /// By instance.
-    pub instances: BTreeMap<String, Placed>,
+    pub(crate) instances: BTreeMap<String, Placed>,
     /// Whether warmups wait to take tasks over: a probing rebalance should follow.
-    pub probing_rebalance: bool,
+    pub(crate) probing_rebalance: bool,
 }
 
 /// How far behind `end` the state of `task` on `instance` is.
@@ -71,7 +71,7 @@ fn lag(instance: &Instance, task: TaskId, end: Option<&i64>) -> u64 {
 
 /// Places `tasks` (those in `stateful` have state; `end_offset_sums` gives the sum of the
 /// end offsets of each stateful task's changelogs) on `instances`, by instance id.
-pub fn place(
+pub(crate) fn place(
     instances: &BTreeMap<String, Instance>,
     tasks: &BTreeSet<TaskId>,
     stateful: &BTreeSet<TaskId>,

@@ -10,14 +10,14 @@ use eddy_core::streams::TaskId;
 use serde::{Deserialize, Serialize};
 
 /// The version of the user data this build writes and reads.
-pub const VERSION: u16 = 1;
+pub(crate) const VERSION: u16 = 1;
 
 /// The most bytes of user data read.
 const LIMIT: usize = 4 * 1024 * 1024;
 
 /// A task as the user data carries it: sub-topology and partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct WireTask(pub u32, pub i32);
+pub(crate) struct WireTask(pub(crate) u32, pub(crate) i32);
 
 impl From<TaskId> for WireTask {
     fn from(t: TaskId) -> Self {
@@ -36,7 +36,7 @@ impl From<WireTask> for TaskId {
 
 /// A partition as the user data carries it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct WirePartition(pub String, pub i32);
+pub(crate) struct WirePartition(pub(crate) String, pub(crate) i32);
 
 impl From<&TopicPartition> for WirePartition {
     fn from(tp: &TopicPartition) -> Self {
@@ -46,55 +46,55 @@ impl From<&TopicPartition> for WirePartition {
 
 /// What a member tells the leader when it joins.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Subscription {
+pub(crate) struct Subscription {
     /// The version it was written in.
-    pub version: u16,
+    pub(crate) version: u16,
     /// Its instance (every stream thread of an instance shares it).
-    pub process: String,
+    pub(crate) process: String,
     /// The tasks this member (one stream thread) ran as active.
-    pub owned_tasks: Vec<WireTask>,
+    pub(crate) owned_tasks: Vec<WireTask>,
     /// For each task whose state the instance holds, the sum of its changelog offsets
     /// ([`super::placement::RUNNING`] for a task it runs).
-    pub offset_sums: Vec<(WireTask, i64)>,
+    pub(crate) offset_sums: Vec<(WireTask, i64)>,
     /// For each task it holds, the sum of the ends of its changelogs as this member last
     /// saw them: what the leader measures the other instances' lags against.
-    pub end_offset_sums: Vec<(WireTask, i64)>,
+    pub(crate) end_offset_sums: Vec<(WireTask, i64)>,
     /// Its `application.server`, for interactive queries.
-    pub endpoint: Option<String>,
+    pub(crate) endpoint: Option<String>,
     /// Whether its instance asks every instance of the application to shut down (an
     /// uncaught error's `ShutdownApplication` response).
-    pub shutdown_requested: bool,
+    pub(crate) shutdown_requested: bool,
 }
 
 /// What the leader tells each member.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TaskAssignment {
+pub(crate) struct TaskAssignment {
     /// The version it was written in.
-    pub version: u16,
+    pub(crate) version: u16,
     /// The tasks the member runs.
-    pub active: Vec<WireTask>,
+    pub(crate) active: Vec<WireTask>,
     /// The tasks it keeps warm copies of (warmups included).
-    pub standby: Vec<WireTask>,
+    pub(crate) standby: Vec<WireTask>,
     /// Of the standbys, those warming up to take a task over: once they are caught up the
     /// member asks for the probing rebalance that moves them.
-    pub warmup: Vec<WireTask>,
+    pub(crate) warmup: Vec<WireTask>,
     /// Every instance's active partitions, by `application.server`.
-    pub partitions_by_host: Vec<(String, Vec<WirePartition>)>,
+    pub(crate) partitions_by_host: Vec<(String, Vec<WirePartition>)>,
     /// Every instance's standby partitions, by `application.server`.
-    pub standby_partitions_by_host: Vec<(String, Vec<WirePartition>)>,
+    pub(crate) standby_partitions_by_host: Vec<(String, Vec<WirePartition>)>,
     /// Whether warmups are waiting: the members should rebalance again after
     /// `probing.rebalance.interval.ms`.
-    pub probing_rebalance: bool,
+    pub(crate) probing_rebalance: bool,
     /// Why the application cannot run, when it cannot (a missing source topic, …).
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
     /// An instance asked the whole application to shut down: every member stops.
-    pub shutdown_application: bool,
+    pub(crate) shutdown_application: bool,
 }
 
 /// User data that cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("streams assignor user data: {0}")]
-pub struct ProtocolError(pub String);
+pub(crate) struct ProtocolError(pub(crate) String);
 
 fn encode<T: Serialize>(value: &T) -> Bytes {
     let bytes = bincode::serde::encode_to_vec(value, bincode::config::standard())
@@ -133,12 +133,12 @@ fn check_version(version: u16) -> Result<(), ProtocolError> {
 
 impl Subscription {
     /// The user data.
-    pub fn encode(&self) -> Bytes {
+    pub(crate) fn encode(&self) -> Bytes {
         encode(self)
     }
 
     /// Reads user data.
-    pub fn decode(bytes: &[u8]) -> Result<Self, ProtocolError> {
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Self, ProtocolError> {
         let s: Self = decode(bytes)?;
         check_version(s.version)?;
         Ok(s)
@@ -147,12 +147,12 @@ impl Subscription {
 
 impl TaskAssignment {
     /// The user data.
-    pub fn encode(&self) -> Bytes {
+    pub(crate) fn encode(&self) -> Bytes {
         encode(self)
     }
 
     /// Reads user data.
-    pub fn decode(bytes: &[u8]) -> Result<Self, ProtocolError> {
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Self, ProtocolError> {
         let a: Self = decode(bytes)?;
         check_version(a.version)?;
         Ok(a)

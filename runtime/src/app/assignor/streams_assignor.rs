@@ -21,23 +21,23 @@ use crate::client::{Assignment, Assignor, MemberSubscription, RebalanceProtocol}
 
 /// What this member reports when it joins.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LocalState {
+pub(crate) struct LocalState {
     /// The instance's id, shared by its stream threads.
-    pub process: String,
+    pub(crate) process: String,
     /// The tasks this thread runs.
-    pub owned_tasks: BTreeSet<TaskId>,
+    pub(crate) owned_tasks: BTreeSet<TaskId>,
     /// For each task whose state the instance holds, the sum of its changelog offsets.
-    pub offset_sums: BTreeMap<TaskId, i64>,
+    pub(crate) offset_sums: BTreeMap<TaskId, i64>,
     /// For each task this member holds, the sum of its changelogs' ends as last seen.
-    pub end_offset_sums: BTreeMap<TaskId, i64>,
+    pub(crate) end_offset_sums: BTreeMap<TaskId, i64>,
     /// `application.server`.
-    pub endpoint: Option<String>,
+    pub(crate) endpoint: Option<String>,
     /// Whether this instance asks the whole application to shut down.
-    pub shutdown_requested: bool,
+    pub(crate) shutdown_requested: bool,
 }
 
 /// The streams application's assignor.
-pub struct StreamsAssignor {
+pub(crate) struct StreamsAssignor {
     topology: Arc<Topology>,
     application_id: String,
     config: PlacementConfig,
@@ -66,7 +66,7 @@ type Tasks = (BTreeMap<TaskId, Vec<TopicPartition>>, BTreeSet<TaskId>);
 
 impl StreamsAssignor {
     /// The assignor of `topology` run as `application_id`, reporting `local`.
-    pub fn new(
+    pub(crate) fn new(
         topology: Arc<Topology>,
         application_id: impl Into<String>,
         config: PlacementConfig,
@@ -84,7 +84,7 @@ impl StreamsAssignor {
 
     /// What this member reports at its next join: the tasks it runs, the offset sums of the
     /// state its instance holds, and the changelog ends it last saw.
-    pub fn set_owned(
+    pub(crate) fn set_owned(
         &self,
         owned: BTreeSet<TaskId>,
         offset_sums: BTreeMap<TaskId, i64>,
@@ -97,13 +97,13 @@ impl StreamsAssignor {
     }
 
     /// Asks, at this member's next join, that every instance of the application shut down.
-    pub fn request_application_shutdown(&self) {
+    pub(crate) fn request_application_shutdown(&self) {
         lock(&self.local).shutdown_requested = true;
     }
 
     /// Records that the application's shutdown was ordered to this member's instance (by
     /// the assignment of this member or of another thread of the instance).
-    pub fn application_shutdown_ordered(&self) {
+    pub(crate) fn application_shutdown_ordered(&self) {
         self.shutdown_ordered.store(true, Ordering::Release);
     }
 
@@ -113,17 +113,17 @@ impl StreamsAssignor {
     /// instance whose SyncGroup came after it would be answered with that rebalance instead
     /// of the assignment that orders it to shut down, and then be given tasks by survivors
     /// that know nothing of the order.
-    pub fn stays_in_group(&self) -> bool {
+    pub(crate) fn stays_in_group(&self) -> bool {
         self.shutdown_ordered.load(Ordering::Acquire)
     }
 
     /// Whether this member asks for the application's shutdown.
-    pub fn shutdown_requested(&self) -> bool {
+    pub(crate) fn shutdown_requested(&self) -> bool {
         lock(&self.local).shutdown_requested
     }
 
     /// The assignment this member last received, taken.
-    pub fn take_assignment(&self) -> Option<TaskAssignment> {
+    pub(crate) fn take_assignment(&self) -> Option<TaskAssignment> {
         lock(&self.received).take()
     }
 

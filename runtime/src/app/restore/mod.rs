@@ -12,8 +12,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use crate::time::Instant;
-
 use eddy_core::log::TopicPartition;
 use eddy_core::streams::internals::StreamTask;
 use eddy_core::streams::store::{ChangelogRecord, Checkpoint};
@@ -23,6 +21,7 @@ mod error;
 
 pub use self::error::RestoreError;
 use crate::client::{ClientError, Consumer, ConsumerRecord};
+use crate::time::Instant;
 
 /// How long restoration waits for a changelog's next records before it gives up, beyond
 /// the transaction timeout (a transaction a crashed writer left open holds it back that

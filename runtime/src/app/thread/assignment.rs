@@ -12,8 +12,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use crate::time::Instant;
-
 use eddy_core::log::TopicPartition;
 use eddy_core::streams::internals::{StreamTask, TaskConfig};
 use eddy_core::streams::store::Checkpoint;
@@ -24,6 +22,7 @@ use super::ThreadError;
 use crate::app::assignor::placement::RUNNING;
 use crate::app::assignor::protocol::TaskAssignment;
 use crate::client::{ClientError, Consumer};
+use crate::time::Instant;
 use kafka_protocol::error::ResponseError::{
     FencedInstanceId, IllegalGeneration, RebalanceInProgress, UnknownMemberId,
 };

@@ -10,10 +10,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::time::Instant;
-
 use eddy_core::log::TopicPartition;
 use eddy_core::streams::internals::StreamTask;
+
+use crate::time::Instant;
 
 /// The waiting rule and the deadlines of the caught-up empty inputs being waited for.
 #[derive(Debug)]

@@ -18,8 +18,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::time::Instant;
-
 use eddy_core::log::TopicPartition;
 use eddy_core::streams::internals::ErrorOrigin;
 use eddy_core::streams::{StreamsError, TaskId, Topology};
@@ -40,6 +38,7 @@ use crate::client::{
     RebalanceListener,
 };
 use crate::store::SledStores;
+use crate::time::Instant;
 
 /// Why a stream thread stopped.
 #[derive(Debug, thiserror::Error)]

@@ -8,8 +8,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::time::Instant;
-
 use eddy_core::log::TopicPartition;
 use eddy_core::streams::internals::{SinkRecord, StreamTask};
 use eddy_core::streams::store::Checkpoint;
@@ -28,6 +26,7 @@ use crate::client::{
     SentAll, Topic,
 };
 use crate::store::SledStores;
+use crate::time::Instant;
 
 /// Builds the thread's producer: again after it was fenced.
 pub(super) type ProducerFactory = Box<dyn Fn() -> Result<Producer, ClientError> + Send + Sync>;

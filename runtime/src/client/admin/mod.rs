@@ -14,8 +14,6 @@ mod transactions;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::time::Instant;
-
 use kafka_protocol::protocol::StrBytes;
 
 pub use groups::{GroupDescription, GroupMember, GroupState, ListedGroup};
@@ -24,6 +22,7 @@ pub use transactions::{ListedTransaction, TransactionDescription};
 
 use super::cluster::Cluster;
 use super::{ClientConfig, ClientError};
+use crate::time::Instant;
 
 /// Which offset to look up in a partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,8 +4,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::time::Instant;
-
 use eddy_core::log::TopicPartition;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
@@ -21,6 +19,7 @@ use kafka_protocol::messages::{
 use super::{text, Admin, OffsetSpec};
 use crate::client::offsets;
 use crate::client::ClientError;
+use crate::time::Instant;
 
 /// A topic to create.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,7 +7,6 @@
 //! partition is not fetched again while two answers of it are waiting. A fetch that could
 //! only wait at the broker is not sent while such a partition has records still to fetch.
 
-use crate::time::Instant;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -26,6 +25,7 @@ use crate::client::cluster::Cluster;
 use crate::client::config::{ConsumerConfig, IsolationLevel, OffsetReset};
 use crate::client::offsets;
 use crate::client::ClientError;
+use crate::time::Instant;
 use kafka_protocol::error::ResponseError::{self, OffsetOutOfRange};
 
 /// The most a batch may expand to when decompressed.

@@ -8,8 +8,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::time::Instant;
-
 use eddy_core::log::TopicPartition;
 use kafka_protocol::error::ResponseError::{
     self, CoordinatorLoadInProgress, CoordinatorNotAvailable, FencedInstanceId, IllegalGeneration,
@@ -28,6 +26,7 @@ use super::assignor::{Assignment, Assignor, RebalanceProtocol};
 use super::protocol;
 use crate::client::cluster::{Broker, Cluster, CoordinatorType};
 use crate::client::{ClientError, ConsumerConfig};
+use crate::time::Instant;
 
 fn text(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())

@@ -13,8 +13,6 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::time::Instant;
-
 use bytes::Bytes;
 use eddy_core::log::{Header, TopicPartition};
 use futures::Stream;
@@ -29,6 +27,7 @@ use self::group::Membership;
 use super::cluster::Cluster;
 use super::offsets::{self, Committer};
 use super::{ClientError, ConfigError, ConsumerConfig, GroupMetadata, IsolationLevel};
+use crate::time::Instant;
 
 /// A record as a consumer reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,7 +4,6 @@
 //! by `buffer.memory`, reserved when a record is sent and given back when its batch is
 //! answered.
 
-use crate::time::Instant;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
@@ -16,6 +15,7 @@ use futures::future::{FutureExt, Shared};
 use tokio::sync::oneshot;
 
 use crate::client::ClientError;
+use crate::time::Instant;
 
 /// What a batch's records learn once the broker answered: the batch's base offset (-1 when
 /// the producer does not wait for acknowledgements), or why it failed.

@@ -12,7 +12,6 @@ mod send_all;
 mod sender;
 mod transaction;
 
-use crate::time::Instant;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,6 +26,7 @@ use self::accumulator::{Accumulator, AppendError, OutcomeFuture};
 use self::transaction::Transaction;
 use super::cluster::Cluster;
 use super::{ClientError, ProducerConfig};
+use crate::time::Instant;
 
 pub use self::send_all::SentAll;
 pub use self::transaction::GroupMetadata;

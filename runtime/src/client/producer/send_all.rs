@@ -2,12 +2,11 @@
 //! buffer memory per chunk, with one clock reading and one [`Delivery`] per batch they went
 //! into, so that what a stream thread sends at each round costs little beyond encoding.
 
-use crate::time::Instant;
-
 use eddy_core::log::Timestamp;
 
 use super::accumulator::{AppendError, Appended};
 use super::{append, ClientError, Delivery, Outgoing, Producer, ProducerRecord, Topic};
+use crate::time::Instant;
 
 /// Records appended under one lock and one reservation of buffer memory.
 const CHUNK: usize = 1024;

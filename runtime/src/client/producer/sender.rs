@@ -3,7 +3,6 @@
 //! broker's connection, and settles each batch from the answer — acknowledged, sent again in
 //! order after a retriable failure, or failed.
 
-use crate::time::Instant;
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
@@ -21,6 +20,7 @@ use super::accumulator::{Accumulator, Batch, Body, Membership};
 use super::{ProducerId, Shared};
 use crate::client::config::Acks;
 use crate::client::ClientError;
+use crate::time::Instant;
 use kafka_protocol::error::ResponseError::{
     self, DuplicateSequenceNumber, InvalidProducerEpoch, LeaderNotAvailable, NotLeaderOrFollower,
     OutOfOrderSequenceNumber, ProducerFenced, UnknownTopicOrPartition,

@@ -5,7 +5,6 @@
 //! [`ClientError::CommitFailed`] (offsets of a rebalanced member: abort, rejoin) and
 //! [`ClientError::Fenced`] (another producer took over: close this one).
 
-use crate::time::Instant;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -29,6 +28,7 @@ use super::accumulator::Membership;
 use super::{Producer, ProducerId, Shared};
 use crate::client::cluster::CoordinatorType;
 use crate::client::ClientError;
+use crate::time::Instant;
 
 /// The consumer group whose offsets a transaction commits, as the group's member knows it
 /// (KIP-447: the coordinator refuses offsets from a member fenced by a rebalance).

@@ -4,8 +4,6 @@
 
 use std::time::Duration;
 
-use crate::time::Instant;
-
 use bytes::Bytes;
 use eddy_core::log::TopicPartition;
 
@@ -14,6 +12,7 @@ use crate::client::{
     ClientError, Consumer, ConsumerConfig, OffsetReset, Producer, ProducerConfig, ProducerRecord,
     Topic,
 };
+use crate::time::Instant;
 
 /// Sends `load.records` values of `load.record_size` bytes without keys, acks=all with
 /// idempotence, and waits until every one is acknowledged. Batches are up to

@@ -19,8 +19,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::time::Instant;
-
 use bytes::Bytes;
 use eddy_core::wire::batch::{BatchBuilder, Batches};
 use eddy_core::wire::compression::Compression;
@@ -33,6 +31,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use crate::client::{Admin, ClientError, Connection, NewTopic};
+use crate::time::Instant;
 
 /// What a produce run sends.
 #[derive(Debug, Clone)]

@@ -8,8 +8,6 @@
 
 use std::time::Duration;
 
-use crate::time::Instant;
-
 use bytes::Bytes;
 
 use crate::app::{
@@ -23,6 +21,7 @@ use crate::streams::windows::TimeWindows;
 use crate::streams::{
     Consumed, Grouped, Materialized, Produced, StreamsBuilder, TimeWindowedSerde, Topology,
 };
+use crate::time::Instant;
 
 /// The topology measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

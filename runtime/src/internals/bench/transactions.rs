@@ -6,8 +6,6 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use crate::time::Instant;
-
 use bytes::Bytes;
 use futures::StreamExt;
 use kafka_protocol::error::ResponseError;
@@ -23,6 +21,7 @@ use super::{
     Transactional,
 };
 use crate::client::{ClientError, Connection};
+use crate::time::Instant;
 
 /// What a transactional run measured.
 #[derive(Debug, Clone)]

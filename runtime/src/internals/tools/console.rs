@@ -5,8 +5,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::time::Instant;
-
 use eddy_core::log::TopicPartition;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -14,6 +12,7 @@ use crate::client::{
     ClientError, Consumer, ConsumerConfig, IsolationLevel, OffsetReset, Producer, ProducerConfig,
     ProducerRecord,
 };
+use crate::time::Instant;
 
 /// Sends one record per line of `input`: `key<separator>value` when the line holds the
 /// separator, else a value without a key. Waits for every acknowledgement; returns the number
