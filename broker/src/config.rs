@@ -10,6 +10,7 @@ use crate::txn::TxnConfig;
 
 /// How a broker runs. Build one with [`crate::Broker::builder`].
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct BrokerConfig {
     /// Where topics and logs live.
     pub data_dir: PathBuf,

@@ -8,7 +8,7 @@
 //! own code (`cli`, and the operator commands and load generators under `internals`) is
 //! compiled in but is not part of the API.
 
-pub use eddy_core::{log, serde, streams, testing, wire};
+pub use eddy_core::{log, serde, streams, testing};
 
 pub mod app;
 #[cfg(feature = "cli")]

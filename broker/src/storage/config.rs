@@ -3,6 +3,7 @@
 
 /// How a partition's log is kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LogConfig {
     /// Roll to a new segment when the active one would pass this size (`segment.bytes`,
     /// defaults to 1 GiB).

@@ -74,8 +74,13 @@ impl ErrorHandling {
     }
 }
 
-/// The settings of a streams application.
+/// The settings of a streams application: Kafka Streams' defaults from
+/// [`StreamsConfig::new`], changed by the typed setters of each setting
+/// (`StreamsConfig::new("fraud").num_stream_threads(2)`), by assigning its public fields, or
+/// read from Kafka-style properties ([`StreamsConfig::from_properties`]). It may gain
+/// settings in any release, so it is built only by those means.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct StreamsConfig {
     /// `application.id`: the consumer group's id and the prefix of internal topics.
     pub application_id: String,
@@ -386,5 +391,6 @@ impl StreamsConfig {
 }
 
 mod properties;
+mod setters;
 #[cfg(test)]
 mod tests;

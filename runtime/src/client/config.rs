@@ -11,6 +11,7 @@ use super::ConfigError;
 
 /// Settings every client shares.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ClientConfig {
     /// `bootstrap.servers`: brokers to ask for the cluster's metadata first (`host:port`).
     pub bootstrap: Vec<String>,
@@ -127,6 +128,7 @@ impl Acks {
 
 /// Settings of a [`super::Producer`].
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ProducerConfig {
     /// What every client shares.
     pub client: ClientConfig,
@@ -329,6 +331,7 @@ pub enum IsolationLevel {
 
 /// Settings of a [`super::Consumer`].
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ConsumerConfig {
     /// What every client shares.
     pub client: ClientConfig,

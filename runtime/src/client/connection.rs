@@ -4,7 +4,7 @@
 //! request in flight on it.
 //!
 //! Responses are read with the frame decoder the broker uses for requests
-//! (`eddy::wire::frame`): a response larger than the connection's limit closes the
+//! (`eddy_core::wire::frame`): a response larger than the connection's limit closes the
 //! connection before it is read, and the buffer grows only as a response's bytes arrive.
 
 use std::collections::VecDeque;
@@ -45,7 +45,7 @@ fn lock(in_flight: &Mutex<InFlight>) -> std::sync::MutexGuard<'_, InFlight> {
 
 /// A pipelined connection to a broker.
 #[derive(Debug, Clone)]
-pub struct Connection {
+pub(crate) struct Connection {
     addr: String,
     client_id: StrBytes,
     next_correlation_id: Arc<AtomicI32>,
@@ -56,13 +56,13 @@ pub struct Connection {
 
 impl Connection {
     /// Connects to `addr` (`host:port`), taking responses of up to 100,000,000 bytes.
-    pub async fn connect(addr: &str, client_id: &str) -> Result<Self, ClientError> {
+    pub(crate) async fn connect(addr: &str, client_id: &str) -> Result<Self, ClientError> {
         Self::connect_with_limit(addr, client_id, DEFAULT_MAX_RESPONSE_BYTES).await
     }
 
     /// Connects to `addr` (`host:port`), taking responses of up to `max_response_bytes`: a
     /// larger one closes the connection, failing the requests in flight on it.
-    pub async fn connect_with_limit(
+    pub(crate) async fn connect_with_limit(
         addr: &str,
         client_id: &str,
         max_response_bytes: usize,
@@ -101,25 +101,25 @@ impl Connection {
     }
 
     /// Whether the connection has failed or was closed: every request on it fails.
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         lock(&self.in_flight).closed
     }
 
     /// Closes the connection: requests in flight fail with [`ClientError::Disconnected`]. What a
     /// client does with a broker that stopped answering in time.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         // notify_one keeps a permit if the reader is not waiting at this moment.
         self.shutdown.notify_one();
     }
 
     /// The broker's address.
-    pub fn addr(&self) -> &str {
+    pub(crate) fn addr(&self) -> &str {
         &self.addr
     }
 
     /// Sends `request` at `version` and waits for its response. (Requests the broker does not
     /// answer, such as a produce with acks=0, do not go through here.)
-    pub async fn send<R: Request>(
+    pub(crate) async fn send<R: Request>(
         &self,
         version: i16,
         request: &R,
@@ -131,7 +131,7 @@ impl Connection {
     /// Requests are written in the order their `start` calls return, so a caller that must
     /// keep an order (a producer's sequence numbers) starts them one after another and awaits
     /// the responses later, with the requests pipelined.
-    pub async fn start<R: Request>(
+    pub(crate) async fn start<R: Request>(
         &self,
         version: i16,
         request: &R,
@@ -142,7 +142,7 @@ impl Connection {
 
     /// Encodes `request` at `version` without sending it, so that large requests can be
     /// encoded on other tasks and then started in order with [`Self::start_encoded`].
-    pub fn encode<R: Request>(
+    pub(crate) fn encode<R: Request>(
         &self,
         version: i16,
         request: &R,
@@ -182,7 +182,7 @@ impl Connection {
 
     /// Queues an encoded request for writing and returns the future of its response; see
     /// [`Self::start`].
-    pub async fn start_encoded<R: Request>(
+    pub(crate) async fn start_encoded<R: Request>(
         &self,
         encoded: EncodedRequest<R>,
     ) -> Result<impl std::future::Future<Output = Result<R::Response, ClientError>>, ClientError>
@@ -226,7 +226,7 @@ impl Connection {
 impl Connection {
     /// Writes a request the broker will not answer (a produce with acks=0); returns once it is
     /// queued for writing.
-    pub async fn send_unanswered(
+    pub(crate) async fn send_unanswered(
         &self,
         version: i16,
         request: &impl Request,
@@ -243,7 +243,7 @@ impl Connection {
 
 /// A request encoded and not yet sent.
 #[derive(Debug)]
-pub struct EncodedRequest<R> {
+pub(crate) struct EncodedRequest<R> {
     frame: BytesMut,
     version: i16,
     request: std::marker::PhantomData<fn() -> R>,

@@ -3,9 +3,8 @@
 //!
 //! It holds a [`Producer`] (batching, compression, idempotence, transactions), a [`Consumer`]
 //! (assignment or group membership with client-side assignors, `read_committed`) and an
-//! [`Admin`] client. Below them, a [`Connection`] pipelines typed requests of the
-//! `kafka-protocol` crate over one TCP connection, for tools that speak the protocol
-//! directly; such callers depend on that crate themselves, which eddy does not re-export.
+//! [`Admin`] client. Below them, a connection pipelines the codec's typed requests over one
+//! TCP connection; it is internal, so that eddy's API does not carry the codec's types.
 
 mod admin;
 mod cluster;
@@ -26,12 +25,13 @@ pub use config::{
     compression, Acks, ClientConfig, ConsumerConfig, IsolationLevel, OffsetReset, ProducerConfig,
 };
 pub use config_error::ConfigError;
-pub use connection::{Connection, EncodedRequest};
+pub(crate) use connection::Connection;
 pub(crate) use consumer::PartitionRun;
 pub use consumer::{
     Assignment, Assignor, Consumer, ConsumerRecord, CooperativeStickyAssignor, MemberSubscription,
     RangeAssignor, RebalanceListener, RebalanceProtocol, RoundRobinAssignor,
 };
+pub use eddy_core::wire::compression::Compression;
 pub use producer::{
     Delivery, GroupMetadata, Outgoing, Producer, ProducerRecord, RecordMetadata, RecordParts,
     SentAll, Topic,

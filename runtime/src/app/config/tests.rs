@@ -168,3 +168,58 @@ fn what_cannot_be_used_is_a_clear_error() {
     ])
     .contains("not a valid"));
 }
+
+#[test]
+fn each_typed_setter_sets_what_its_property_sets() {
+    let typed = StreamsConfig::new("fraud")
+        .bootstrap_servers(["a:9092", "b:9092"])
+        .num_stream_threads(3)
+        .processing_guarantee(ProcessingGuarantee::ExactlyOnceV2)
+        .commit_interval_ms(Duration::from_millis(250))
+        .state_dir("/var/lib/eddy")
+        .num_standby_replicas(1)
+        .statestore_cache_max_bytes(1024)
+        .state_checkpoint_interval(Duration::from_secs(2))
+        .state_checkpoint_max_bytes(4096)
+        .max_task_idle(None)
+        .acceptable_recovery_lag(7)
+        .max_warmup_replicas(4)
+        .probing_rebalance_interval(Duration::from_secs(60))
+        .application_server("node-1:8080")
+        .replication_factor(3)
+        .deserialization_handling(ErrorHandling::Continue)
+        .processing_handling(ErrorHandling::Continue)
+        .production_handling(ErrorHandling::Continue)
+        .dead_letter_queue_topic("dlq");
+    let read = StreamsConfig::from_properties([
+        ("application.id", "fraud"),
+        ("bootstrap.servers", "a:9092,b:9092"),
+        ("num.stream.threads", "3"),
+        ("processing.guarantee", "exactly_once_v2"),
+        ("commit.interval.ms", "250"),
+        ("state.dir", "/var/lib/eddy"),
+        ("num.standby.replicas", "1"),
+        ("statestore.cache.max.bytes", "1024"),
+        ("state.checkpoint.interval.ms", "2000"),
+        ("state.checkpoint.max.bytes", "4096"),
+        ("max.task.idle.ms", "-1"),
+        ("acceptable.recovery.lag", "7"),
+        ("max.warmup.replicas", "4"),
+        ("probing.rebalance.interval.ms", "60000"),
+        ("application.server", "node-1:8080"),
+        ("replication.factor", "3"),
+        ("deserialization.exception.handler", "continue"),
+        ("processing.exception.handler", "continue"),
+        ("production.exception.handler", "continue"),
+        ("errors.dead.letter.queue.topic.name", "dlq"),
+    ])
+    .unwrap();
+    assert_eq!(typed.properties(), read.properties());
+    assert_ne!(typed.properties(), StreamsConfig::new("fraud").properties());
+    assert_eq!(
+        StreamsConfig::new("fraud")
+            .bootstrap_servers(Vec::<String>::new())
+            .bootstrap,
+        Bootstrap::Embedded
+    );
+}
