@@ -11,6 +11,7 @@
 pub use eddy_core::{log, serde, streams, testing};
 
 pub mod app;
+mod blocking;
 #[cfg(feature = "cli")]
 #[doc(hidden)]
 pub mod cli;

@@ -16,7 +16,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use super::metrics::{MetricsSnapshot, StreamsMetrics};
 use super::query::{Hosted, KeyQueryMetadata, KeyValueView, QueryError, Queryable, WindowView};
 use super::supervisor::{self, Launcher, ThreadResponse, UncaughtErrorHandler};
-use super::thread::{self, ThreadError};
+use super::thread::{self, Instance, ThreadError};
 use super::{create_internal_topics, Bootstrap, ConfigError, StartError, StreamsConfig};
 use crate::client::{Admin, ClientError};
 #[cfg(feature = "embedded")]
@@ -220,7 +220,12 @@ impl Streams {
         let admin = Admin::connect(&bootstrap).await?;
         create_internal_topics(&admin, &self.topology, &self.config).await?;
         let stores = Arc::new(SledStores::new(&dir));
-        let on_disk_sums = thread::on_disk_sums(stores.offsets_on_disk());
+        // Opening each database on disk reads and writes files: off the async workers.
+        let on_disk = {
+            let stores = stores.clone();
+            crate::blocking::unblocked(move || stores.offsets_on_disk()).await
+        };
+        let on_disk_sums = thread::on_disk_sums(on_disk);
         let (shutdown, watch) = watch::channel(false);
         let process = process_id(&dir).map_err(|e| {
             StartError::Client(ClientError::State(format!(
@@ -236,18 +241,18 @@ impl Streams {
             stores: stores.clone(),
             hosted: hosted.clone(),
         });
-        let launcher = Arc::new(Launcher::new(
-            self.topology.clone(),
-            self.config.clone(),
+        let instance = Instance {
+            topology: self.topology.clone(),
+            config: self.config.clone(),
             bootstrap,
             stores,
             on_disk_sums,
-            process,
-            self.shared.clone(),
-            watch,
             hosted,
-            self.metrics.clone(),
-        ));
+            metrics: self.metrics.clone(),
+            shutdown: watch,
+            process,
+        };
+        let launcher = Arc::new(Launcher::new(instance, self.shared.clone()));
         let mut threads = JoinSet::new();
         for index in 0..self.config.num_stream_threads {
             launcher.spawn(index, &mut threads);

@@ -10,18 +10,13 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use eddy_core::streams::{TaskId, Topology};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::assignor::placement::PlacementConfig;
 use super::assignor::{LocalState, StreamsAssignor};
-use super::metrics::StreamsMetrics;
-use super::query::Hosted;
 use super::streams::{Shared, State};
-use super::thread::{self, ThreadContext, ThreadError};
-use super::StreamsConfig;
-use crate::store::SledStores;
+use super::thread::{self, Instance, ThreadContext, ThreadError};
 
 /// What to do about a stream thread that stopped on an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,17 +34,10 @@ pub type UncaughtErrorHandler = Arc<dyn Fn(&ThreadError) -> ThreadResponse + Sen
 
 /// Starts an instance's stream threads.
 pub(crate) struct Launcher {
-    pub(crate) topology: Arc<Topology>,
-    pub(crate) config: StreamsConfig,
-    pub(crate) bootstrap: String,
-    pub(crate) stores: Arc<SledStores>,
-    pub(crate) on_disk_sums: BTreeMap<TaskId, i64>,
-    pub(crate) process: String,
-    pub(crate) placement: PlacementConfig,
+    /// What every thread shares.
+    instance: Instance,
+    placement: PlacementConfig,
     pub(crate) shared: Arc<Shared>,
-    pub(crate) shutdown: watch::Receiver<bool>,
-    pub(crate) hosted: Arc<Hosted>,
-    pub(crate) metrics: Arc<StreamsMetrics>,
     /// Threads that have taken up their first tasks.
     assigned: Arc<AtomicUsize>,
     /// The running threads' assignors, by index: where a shutdown request goes.
@@ -57,36 +45,17 @@ pub(crate) struct Launcher {
 }
 
 impl Launcher {
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        topology: Arc<Topology>,
-        config: StreamsConfig,
-        bootstrap: String,
-        stores: Arc<SledStores>,
-        on_disk_sums: BTreeMap<TaskId, i64>,
-        process: String,
-        shared: Arc<Shared>,
-        shutdown: watch::Receiver<bool>,
-        hosted: Arc<Hosted>,
-        metrics: Arc<StreamsMetrics>,
-    ) -> Self {
+    pub(crate) fn new(instance: Instance, shared: Arc<Shared>) -> Self {
+        let config = &instance.config;
         let placement = PlacementConfig {
             standby_replicas: config.num_standby_replicas,
             acceptable_recovery_lag: config.acceptable_recovery_lag,
             max_warmup_replicas: config.max_warmup_replicas,
         };
         Self {
-            topology,
-            config,
-            bootstrap,
-            stores,
-            on_disk_sums,
-            process,
+            instance,
             placement,
             shared,
-            shutdown,
-            hosted,
-            metrics,
             assigned: Arc::new(AtomicUsize::new(0)),
             assignors: Mutex::new(BTreeMap::new()),
         }
@@ -98,13 +67,14 @@ impl Launcher {
         index: usize,
         threads: &mut JoinSet<(usize, Result<(), ThreadError>)>,
     ) {
+        let instance = &self.instance;
         let assignor = Arc::new(StreamsAssignor::new(
-            self.topology.clone(),
-            self.config.application_id.clone(),
+            instance.topology.clone(),
+            instance.config.application_id.clone(),
             self.placement,
             LocalState {
-                process: self.process.clone(),
-                endpoint: self.config.application_server.clone(),
+                process: instance.process.clone(),
+                endpoint: instance.config.application_server.clone(),
                 ..LocalState::default()
             },
         ));
@@ -113,7 +83,7 @@ impl Launcher {
             .unwrap_or_else(|e| e.into_inner())
             .insert(index, assignor.clone());
         let (shared, assigned) = (self.shared.clone(), self.assigned.clone());
-        let count = self.config.num_stream_threads;
+        let count = instance.config.num_stream_threads;
         let on_first_assignment = Box::new(move || {
             if assigned.fetch_add(1, Ordering::AcqRel) + 1 >= count
                 && shared.get() == State::Rebalancing
@@ -122,17 +92,9 @@ impl Launcher {
             }
         });
         let context = ThreadContext {
-            topology: self.topology.clone(),
-            config: self.config.clone(),
-            bootstrap: self.bootstrap.clone(),
-            stores: self.stores.clone(),
-            on_disk_sums: self.on_disk_sums.clone(),
-            hosted: self.hosted.clone(),
-            metrics: self.metrics.clone(),
+            instance: instance.clone(),
             assignor,
-            shutdown: self.shutdown.clone(),
             index,
-            process: self.process.clone(),
             on_first_assignment: Some(on_first_assignment),
         };
         threads.spawn(async move { (index, thread::run(context).await) });

@@ -318,6 +318,14 @@ impl SledStores {
         self.dir.join(task)
     }
 
+    /// Opens the database of `task` ahead of its stores, so that creating them finds it
+    /// open. Opening reads and writes files, and waits up to 10 s for a database of the
+    /// same directory just dropped to let go of its lock: callers on async workers run it
+    /// on a blocking thread.
+    pub(crate) fn open_task(&self, task: &str) -> Result<(), sled::Error> {
+        self.database(task).map(drop)
+    }
+
     fn database(&self, task: &str) -> Result<sled::Db, sled::Error> {
         let mut databases = self.databases.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(db) = databases.get(task) {

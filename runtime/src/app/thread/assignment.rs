@@ -19,7 +19,6 @@ use eddy_core::streams::{StreamsError, TaskId};
 
 use super::tasks::TaskManager;
 use super::ThreadError;
-use crate::app::assignor::placement::RUNNING;
 use crate::app::assignor::protocol::TaskAssignment;
 use crate::client::{ClientError, Consumer};
 use crate::time::Instant;
@@ -70,7 +69,19 @@ impl Default for Probing {
 }
 
 impl TaskManager {
-    fn new_task(&self, id: TaskId) -> Result<StreamTask, ThreadError> {
+    /// Creates task `id`, its stores' database opened first on a blocking thread.
+    async fn new_task(&mut self, id: TaskId) -> Result<StreamTask, ThreadError> {
+        let stores = self.stores.clone();
+        let name = id.to_string();
+        crate::blocking::unblocked(move || stores.open_task(&name))
+            .await
+            .map_err(|e| ThreadError::Task {
+                task: id,
+                source: StreamsError::Store {
+                    store: format!("the database of task {id}"),
+                    reason: e.to_string(),
+                },
+            })?;
         let mut task_config = TaskConfig::new(self.config.application_id.clone());
         task_config.stores = self.stores.clone();
         task_config.cache_max_bytes =
@@ -95,16 +106,14 @@ impl TaskManager {
         task.init()
             .map_err(|source| ThreadError::Task { task: id, source })?;
         let inputs = input_partitions(&task);
-        for tp in &inputs {
-            self.inputs.insert(tp.clone(), id);
-        }
+        self.inputs.add(id, &inputs);
         let assigned: BTreeSet<TopicPartition> = consumer.assignment().into_iter().collect();
         let owned: Vec<TopicPartition> = inputs
             .into_iter()
             .filter(|tp| assigned.contains(tp))
             .collect();
         consumer.resume(&owned)?;
-        self.on_disk.remove(&id);
+        self.held.taken(id);
         self.tasks.insert(id, task);
         Ok(())
     }
@@ -145,7 +154,7 @@ impl TaskManager {
             if self.tasks.contains_key(&id) || self.updater.holds(id) {
                 continue;
             }
-            let task = self.new_task(id)?;
+            let task = self.new_task(id).await?;
             match self.updater.add_active(task).await? {
                 Some(task) => self.run_task(consumer, task)?,
                 None => {
@@ -154,9 +163,7 @@ impl TaskManager {
                         consumer.assignment().into_iter().collect();
                     let task = self.updater.restoring_task(id).expect("just added");
                     let inputs = input_partitions(task);
-                    for tp in &inputs {
-                        self.inputs.insert(tp.clone(), id);
-                    }
+                    self.inputs.add(id, &inputs);
                     let paused: Vec<TopicPartition> =
                         inputs.into_iter().filter(|tp| owned.contains(tp)).collect();
                     consumer.pause(&paused)?;
@@ -167,7 +174,7 @@ impl TaskManager {
             if active.contains(&id) || self.updater.holds(id) {
                 continue;
             }
-            let task = self.new_task(id)?;
+            let task = self.new_task(id).await?;
             self.updater.add_standby(task).await?;
         }
         let warmups = assignment.warmup.iter().map(|&t| t.into()).collect();
@@ -188,7 +195,7 @@ impl TaskManager {
     async fn release(&mut self, id: TaskId) -> Result<(), ThreadError> {
         if let Some(mut task) = self.updater.remove(id).await? {
             let sum = offset_sum(&mut task);
-            self.on_disk.insert(id, sum);
+            self.held.left(id, sum);
         }
         Ok(())
     }
@@ -196,26 +203,17 @@ impl TaskManager {
     /// What this thread reports at the next rebalance: the tasks it runs (caught up), the
     /// offset sums of the state it holds and of what lies on disk, and the ends it saw.
     pub(super) async fn report_owned(&mut self) {
-        let owned: BTreeSet<TaskId> = self
-            .tasks
-            .keys()
+        let running: BTreeSet<TaskId> = self.tasks.keys().copied().collect();
+        let owned: BTreeSet<TaskId> = running
+            .iter()
             .copied()
             .chain(self.updater.restoring())
             .collect();
-        let mut sums = self.on_disk.clone();
-        sums.extend(self.updater.offset_sums().await);
-        for id in self.tasks.keys() {
-            sums.insert(*id, RUNNING);
-        }
-        let running: BTreeSet<TaskId> = self.tasks.keys().copied().collect();
+        let sums = self
+            .held
+            .offset_sums(self.updater.offset_sums().await, &running);
+        let ends = self.held.ends_of(&sums);
         self.hosted.set_running(self.index, running);
-        let held: BTreeSet<TaskId> = sums.keys().copied().collect();
-        let ends = self
-            .ends
-            .iter()
-            .filter(|(id, _)| held.contains(id))
-            .map(|(&id, &end)| (id, end))
-            .collect();
         self.assignor.set_owned(owned, sums, ends);
     }
 
@@ -246,7 +244,9 @@ impl TaskManager {
             }
         };
         let sums = self.updater.offset_sums().await;
-        self.ends.extend(ends.iter().map(|(&id, &end)| (id, end)));
+        for (&id, &end) in &ends {
+            self.held.saw_end(id, end);
+        }
         let lag = |id: &TaskId| {
             let end = ends.get(id).copied().unwrap_or(0);
             u64::try_from(end.saturating_sub(sums.get(id).copied().unwrap_or(0))).unwrap_or(0)
@@ -265,7 +265,7 @@ impl TaskManager {
     pub(super) async fn revoke(&mut self, consumer: &mut Consumer, partitions: &[TopicPartition]) {
         let going: BTreeSet<TaskId> = partitions
             .iter()
-            .filter_map(|tp| self.inputs.get(tp).copied())
+            .filter_map(|tp| self.inputs.reader(tp))
             .collect();
         let going: Vec<TaskId> = going.into_iter().collect();
         if let Err(e) = self.close_clean(consumer, &going).await {
@@ -292,21 +292,21 @@ impl TaskManager {
             return Ok(());
         }
         self.commit(consumer).await?;
-        for id in going {
-            if let Some(mut task) = self.tasks.remove(id) {
-                task.checkpoint_stores(Checkpoint::Wait);
-                let sum = offset_sum(&mut task);
-                self.on_disk.insert(*id, sum);
-                task.close()
-                    .map_err(|source| ThreadError::Task { task: *id, source })?;
+        for &id in going {
+            if let Some(mut task) = self.tasks.remove(&id) {
+                // Its last checkpoint lands and its stores close off the async workers.
+                let (sum, closed) = crate::blocking::unblocked(move || {
+                    task.checkpoint_stores(Checkpoint::Wait);
+                    (offset_sum(&mut task), task.close())
+                })
+                .await;
+                self.held.left(id, sum);
+                closed.map_err(|source| ThreadError::Task { task: id, source })?;
             } else {
-                self.release(*id).await?;
+                self.release(id).await?;
             }
-            self.inputs.retain(|_, t| t != id);
+            self.inputs.remove(id);
         }
-        // Offsets of partitions that went are another member's to commit now.
-        let inputs = &self.inputs;
-        self.processed.retain(|tp, _| inputs.contains_key(tp));
         self.report_owned().await;
         Ok(())
     }
@@ -332,13 +332,8 @@ impl TaskManager {
     /// producer is replaced.
     async fn close_dirty(&mut self, consumer: &mut Consumer) -> Result<(), ThreadError> {
         self.abort().await;
-        let fenced = self.exactly_once && self.producer.is_fenced();
-        for (id, task) in &mut self.tasks {
-            if let Err(e) = task.close() {
-                tracing::warn!(task = %id, "closing dirty: {e}");
-            }
-        }
-        self.tasks.clear();
+        let fenced = self.output.is_fenced();
+        close_all(std::mem::take(&mut self.tasks), false).await;
         let restoring: Vec<TaskId> = self.updater.restoring().collect();
         for id in restoring {
             self.release(id).await?;
@@ -346,19 +341,14 @@ impl TaskManager {
         let assigned: BTreeSet<TopicPartition> = consumer.assignment().into_iter().collect();
         let inputs: Vec<TopicPartition> = self
             .inputs
-            .drain()
-            .map(|(tp, _)| tp)
+            .clear()
+            .into_iter()
             .filter(|tp| assigned.contains(tp))
             .collect();
         consumer.reset_to_committed(&inputs)?;
-        self.processed.clear();
         self.report_owned().await;
         if fenced {
-            let old = std::mem::replace(&mut self.producer, (self.new_producer)()?);
-            if let Err(e) = old.close().await {
-                tracing::debug!("closing the fenced producer: {e}");
-            }
-            self.producer.init_transactions().await?;
+            self.output.replace().await?;
         }
         Ok(())
     }
@@ -375,26 +365,37 @@ impl TaskManager {
             self.abort().await;
             Ok(())
         };
-        for (id, task) in &mut self.tasks {
-            if committed.is_ok() {
-                // A clean close leaves sled holding all it committed: no restore on restart.
+        // A clean close leaves sled holding all it committed: no restore on restart.
+        close_all(std::mem::take(&mut self.tasks), committed.is_ok()).await;
+        for (id, released) in self.updater.remove_all().await {
+            if let Err(e) = released {
+                tracing::warn!(task = %id, "closing: {e}");
+            }
+        }
+        let producer = self.output.close().await;
+        committed?;
+        producer?;
+        Ok(())
+    }
+}
+
+/// Closes `tasks` on a blocking thread (their stores wait there for their last checkpoints
+/// to land), each checkpointed first if `checkpoint`; a task that fails to close is logged.
+async fn close_all(tasks: BTreeMap<TaskId, StreamTask>, checkpoint: bool) {
+    if tasks.is_empty() {
+        return;
+    }
+    crate::blocking::unblocked(move || {
+        for (id, mut task) in tasks {
+            if checkpoint {
                 task.checkpoint_stores(Checkpoint::Wait);
             }
             if let Err(e) = task.close() {
                 tracing::warn!(task = %id, "closing: {e}");
             }
         }
-        self.tasks.clear();
-        for (id, released) in self.updater.remove_all().await {
-            if let Err(e) = released {
-                tracing::warn!(task = %id, "closing: {e}");
-            }
-        }
-        let producer = self.producer.close().await;
-        committed?;
-        producer?;
-        Ok(())
-    }
+    })
+    .await;
 }
 
 /// The partitions `task` reads.

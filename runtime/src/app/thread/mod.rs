@@ -11,10 +11,14 @@
 
 mod assignment;
 mod errors;
+mod held;
 mod idling;
+mod inputs;
+mod output;
+mod schedule;
 mod tasks;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,8 +30,12 @@ use tracing::Instrument;
 
 pub(crate) use self::assignment::on_disk_sums;
 use self::errors::ErrorHandlers;
+use self::held::HeldState;
 use self::idling::Idling;
-use self::tasks::{ProducerFactory, TaskManager};
+use self::inputs::Inputs;
+use self::output::{ProducerFactory, StreamsProducer};
+use self::schedule::CommitSchedule;
+use self::tasks::TaskManager;
 use super::assignor::StreamsAssignor;
 use super::metrics::{StreamsMetrics, ThreadMetrics};
 use super::query::Hosted;
@@ -38,7 +46,6 @@ use crate::client::{
     RebalanceListener,
 };
 use crate::store::SledStores;
-use crate::time::Instant;
 
 /// Why a stream thread stopped.
 #[derive(Debug, thiserror::Error)]
@@ -89,8 +96,9 @@ pub enum ThreadError {
     ApplicationShutdown,
 }
 
-/// What a stream thread needs to run.
-pub(crate) struct ThreadContext {
+/// What every stream thread of an instance shares.
+#[derive(Clone)]
+pub(crate) struct Instance {
     pub(crate) topology: Arc<Topology>,
     pub(crate) config: StreamsConfig,
     pub(crate) bootstrap: String,
@@ -101,12 +109,17 @@ pub(crate) struct ThreadContext {
     pub(crate) hosted: Arc<Hosted>,
     /// The instance's figures.
     pub(crate) metrics: Arc<StreamsMetrics>,
-    pub(crate) assignor: Arc<StreamsAssignor>,
     pub(crate) shutdown: watch::Receiver<bool>,
-    /// The thread's number in its instance, and the instance's id: its transactional id's
-    /// parts.
-    pub(crate) index: usize,
+    /// The instance's id: a part of its threads' transactional ids.
     pub(crate) process: String,
+}
+
+/// What a stream thread needs to run.
+pub(crate) struct ThreadContext {
+    pub(crate) instance: Instance,
+    pub(crate) assignor: Arc<StreamsAssignor>,
+    /// The thread's number in its instance: a part of its transactional id.
+    pub(crate) index: usize,
     /// Called once, when the thread has taken up its first tasks.
     pub(crate) on_first_assignment: Option<Box<dyn FnOnce() + Send + Sync>>,
 }
@@ -114,17 +127,20 @@ pub(crate) struct ThreadContext {
 /// Runs a stream thread until shutdown is asked for or it fails.
 pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
     let ThreadContext {
-        topology,
-        config,
-        bootstrap,
-        stores,
-        on_disk_sums,
-        hosted,
-        metrics,
+        instance:
+            Instance {
+                topology,
+                config,
+                bootstrap,
+                stores,
+                on_disk_sums,
+                hosted,
+                metrics,
+                shutdown,
+                process,
+            },
         assignor,
-        shutdown,
         index,
-        process,
         mut on_first_assignment,
     } = context;
     // Kafka Streams' defaults for its consumers (polls of 1,000 records), then the user's
@@ -177,10 +193,7 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
     let exactly_once = config.processing_guarantee == ProcessingGuarantee::ExactlyOnceV2;
     let (new_producer, transaction_timeout) =
         producer_factory(&config, &bootstrap, &process, index)?;
-    let producer = new_producer()?;
-    if exactly_once {
-        producer.init_transactions().await?;
-    }
+    let output = StreamsProducer::start(new_producer, exactly_once).await?;
     let errors = ErrorHandlers::new(&config);
     let application_id = config.application_id.clone();
     let checkpoint_max_bytes = config.state_checkpoint_max_bytes;
@@ -191,21 +204,12 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
         stores,
         assignor: assignor.clone(),
         updater: StateUpdater::new(restore_consumer, transaction_timeout, checkpoint_max_bytes),
-        producer,
-        new_producer,
-        exactly_once,
-        in_transaction: false,
+        output,
         tasks: BTreeMap::new(),
-        inputs: HashMap::new(),
-        deliveries: Vec::new(),
-        processed: BTreeMap::new(),
-        changelog_reached: BTreeMap::new(),
-        last_commit: Instant::now(),
-        last_checkpoint: Instant::now(),
-        processed_since_commit: 0,
+        inputs: Inputs::default(),
+        schedule: CommitSchedule::new(),
+        held: HeldState::new(on_disk_sums),
         failure: None,
-        on_disk: on_disk_sums,
-        ends: BTreeMap::new(),
         probing: assignment::Probing::default(),
         errors,
         hosted,

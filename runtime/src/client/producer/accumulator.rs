@@ -8,12 +8,13 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use eddy_core::log::{partition_for_key, Header, StickyPartitioner, Timestamp};
+use eddy_core::log::{partition_for_key, StickyPartitioner, Timestamp};
 use eddy_core::wire::batch::BatchBuilder;
 use eddy_core::wire::compression::Compression;
 use futures::future::{FutureExt, Shared};
 use tokio::sync::oneshot;
 
+use super::RecordParts;
 use crate::client::ClientError;
 use crate::time::Instant;
 
@@ -267,22 +268,27 @@ impl Accumulator {
         self.next_batch_id
     }
 
-    /// Appends a record to its partition's open batch, opening one if needed; a batch that
-    /// cannot take the record is closed first. The topic must have been added.
-    /// `wants_outcome(partition, batch)` says whether the caller needs the batch's future (a
-    /// caller that already holds it for earlier records spares a clone).
-    #[allow(clippy::too_many_arguments)]
+    /// Appends `record` (`reserved` bytes of buffer memory held for it) to its partition's
+    /// open batch, opening one if needed, timestamped `now` if it has no timestamp of its
+    /// own; a batch that cannot take the record is closed first. The topic must have been
+    /// added. `wants_outcome(partition, batch)` says whether the caller needs the batch's
+    /// future (a caller that already holds it for earlier records spares a clone).
     pub(crate) fn append(
         &mut self,
-        topic: &str,
-        partition: Option<i32>,
-        key: Option<&[u8]>,
-        value: Option<&[u8]>,
-        headers: &[Header],
-        timestamp: Timestamp,
+        record: &RecordParts<'_>,
+        now: Timestamp,
         reserved: usize,
         wants_outcome: impl FnOnce(i32, u64) -> bool,
     ) -> Result<Appended, AppendError> {
+        let RecordParts {
+            topic,
+            partition,
+            key,
+            value,
+            headers,
+            timestamp,
+        } = *record;
+        let timestamp = timestamp.unwrap_or(now);
         let queues = self
             .topics
             .get_mut(topic)

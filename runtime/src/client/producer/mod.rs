@@ -390,11 +390,11 @@ impl Producer {
         // its metadata outside the lock.
         let parts = record.parts();
         let always = |_, _| true;
-        let first = append(&mut shared.accumulator(), &parts, size, timestamp, always);
+        let first = shared.accumulator().append(&parts, timestamp, size, always);
         let appended = match first {
             Err(AppendError::UnknownTopic) => {
                 self.learn_topic(&record.topic, deadline).await?;
-                append(&mut shared.accumulator(), &parts, size, timestamp, always)
+                shared.accumulator().append(&parts, timestamp, size, always)
             }
             other => other,
         }
@@ -491,25 +491,4 @@ impl Producer {
             .leaders
             .len() as i32)
     }
-}
-
-/// Appends `record` (`size` bytes of buffer memory reserved for it) to its partition's batch,
-/// timestamped `now` if it has no timestamp of its own.
-fn append(
-    accumulator: &mut Accumulator,
-    record: &RecordParts<'_>,
-    size: usize,
-    now: Timestamp,
-    wants_outcome: impl FnOnce(i32, u64) -> bool,
-) -> Result<accumulator::Appended, AppendError> {
-    accumulator.append(
-        record.topic,
-        record.partition,
-        record.key,
-        record.value,
-        record.headers,
-        record.timestamp.unwrap_or(now),
-        size,
-        wants_outcome,
-    )
 }

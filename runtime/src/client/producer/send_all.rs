@@ -5,7 +5,7 @@
 use eddy_core::log::Timestamp;
 
 use super::accumulator::{AppendError, Appended};
-use super::{append, ClientError, Delivery, Outgoing, Producer, ProducerRecord, Topic};
+use super::{ClientError, Delivery, Outgoing, Producer, ProducerRecord, Topic};
 use crate::time::Instant;
 
 /// Records appended under one lock and one reservation of buffer memory.
@@ -195,7 +195,7 @@ impl Producer {
                 for (record, size) in pending.by_ref() {
                     let parts = record.parts();
                     let wanted = |p, batch| starts_delivery(slots, parts.topic, p, batch);
-                    match append(&mut accumulator, &parts, size, now, wanted) {
+                    match accumulator.append(&parts, now, size, wanted) {
                         Ok(appended) => noted(sent, slots, parts.topic, appended, size),
                         Err(AppendError::UnknownTopic) => {
                             unknown = Some((record, size));
@@ -215,7 +215,7 @@ impl Producer {
                 break Err(e);
             }
             let wanted = |p, batch| starts_delivery(slots, parts.topic, p, batch);
-            match append(&mut shared.accumulator(), &parts, size, now, wanted) {
+            match shared.accumulator().append(&parts, now, size, wanted) {
                 Ok(appended) => noted(sent, slots, parts.topic, appended, size),
                 Err(AppendError::UnknownTopic) => {
                     break Err(ClientError::State(format!(

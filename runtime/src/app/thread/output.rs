@@ -1,0 +1,264 @@
+//! What a stream thread sends, and its transaction (Kafka Streams' `StreamsProducer` and
+//! `RecordCollector` together): the thread's producer — transactional under exactly-once,
+//! replaced when it is fenced — the sends not yet acknowledged, and the changelog offsets
+//! they reached, which the stores record at each commit.
+
+use std::collections::BTreeMap;
+
+use eddy_core::log::TopicPartition;
+use eddy_core::streams::internals::{SinkRecord, StreamTask};
+
+use super::errors::{Decision, ErrorHandlers};
+use super::ThreadError;
+use crate::client::{
+    ClientError, Delivery, GroupMetadata, Outgoing, Producer, ProducerRecord, RecordParts, SentAll,
+    Topic,
+};
+
+/// Builds the thread's producer: again after it was fenced.
+pub(super) type ProducerFactory = Box<dyn Fn() -> Result<Producer, ClientError> + Send + Sync>;
+
+/// A stream thread's producer and what is in flight on it.
+pub(super) struct StreamsProducer {
+    producer: Producer,
+    new_producer: ProducerFactory,
+    /// Whether the producer is transactional (exactly-once), and its transaction open.
+    exactly_once: bool,
+    in_transaction: bool,
+    /// Sends not yet known to have arrived; those of changelog records with their partition.
+    deliveries: Vec<(Option<TopicPartition>, Delivery)>,
+    /// The offset after the last acknowledged changelog record, by changelog partition.
+    changelog_reached: BTreeMap<TopicPartition, i64>,
+}
+
+impl StreamsProducer {
+    /// Starts with a producer from `new_producer`, its transactions initialized under
+    /// exactly-once.
+    pub(super) async fn start(
+        new_producer: ProducerFactory,
+        exactly_once: bool,
+    ) -> Result<Self, ThreadError> {
+        let producer = new_producer()?;
+        if exactly_once {
+            producer.init_transactions().await?;
+        }
+        Ok(Self {
+            producer,
+            new_producer,
+            exactly_once,
+            in_transaction: false,
+            deliveries: Vec::new(),
+            changelog_reached: BTreeMap::new(),
+        })
+    }
+
+    /// Whether the thread runs exactly-once.
+    pub(super) fn exactly_once(&self) -> bool {
+        self.exactly_once
+    }
+
+    /// Where each changelog partition's acknowledged records end.
+    pub(super) fn changelog_reached(&self) -> &BTreeMap<TopicPartition, i64> {
+        &self.changelog_reached
+    }
+
+    /// Opens a transaction if exactly-once needs one and none is open.
+    pub(super) fn begin(&mut self) -> Result<(), ThreadError> {
+        if self.exactly_once && !self.in_transaction {
+            self.producer.begin_transaction()?;
+            self.in_transaction = true;
+        }
+        Ok(())
+    }
+
+    /// Sends `record` (a dead letter) in the transaction.
+    pub(super) async fn send(&mut self, record: ProducerRecord) -> Result<(), ThreadError> {
+        self.begin()?;
+        let delivery = self.producer.send(record).await?;
+        self.deliveries.push((None, delivery));
+        Ok(())
+    }
+
+    /// Sends what `task` wrote — its sinks' records, then its stores' changelog records —
+    /// and empties its buffers. A record the producer refuses before sending (too large,
+    /// say) goes to the production handler; a changelog record it refuses fails the task, as
+    /// state it holds could not be restored.
+    pub(super) async fn send_written(
+        &mut self,
+        task: &mut StreamTask,
+        errors: &mut ErrorHandlers,
+    ) -> Result<(), ThreadError> {
+        if task.output().is_empty() && task.changelog().is_empty() {
+            return Ok(());
+        }
+        self.begin()?;
+        let (id, partition) = (task.id(), task.id().partition);
+        // Read from the task's buffers: each key and value is copied once, into its batch.
+        // (Collected first: an iterator's closure held across the send would tie the
+        // thread's future to one lifetime.)
+        let outputs: Vec<Output<'_>> = task.output().iter().map(Output).collect();
+        let SentAll {
+            deliveries,
+            refused,
+        } = self.producer.send_all(outputs).await?;
+        let refused: Vec<(ProducerRecord, ClientError)> = refused
+            .into_iter()
+            .map(|(r, e)| (r.to_producer_record(), e))
+            .collect();
+        task.clear_output();
+        self.deliveries
+            .extend(deliveries.into_iter().map(|d| (None, d)));
+        for (record, e) in refused {
+            match errors.on_send_error(id, &e, Some(record)) {
+                Decision::Fail(_) => return Err(e.into()),
+                Decision::Skip(Some(letter)) => self.send(letter).await?,
+                Decision::Skip(None) => {}
+            }
+        }
+        for (topic, batch) in task.changelog() {
+            let tp = TopicPartition::new(topic, partition);
+            let changes: Vec<Change<'_>> = batch
+                .iter()
+                .map(|(key, value)| Change {
+                    topic,
+                    partition,
+                    key,
+                    value,
+                })
+                .collect();
+            let sent = self.producer.send_all(changes).await?;
+            if let Some((_, e)) = sent.refused.into_iter().next() {
+                return Err(e.into());
+            }
+            self.deliveries
+                .extend(sent.deliveries.into_iter().map(|d| (Some(tp.clone()), d)));
+        }
+        task.clear_changelog();
+        Ok(())
+    }
+
+    /// Waits for every send, noting the changelog offsets they reached.
+    pub(super) async fn await_deliveries(&mut self) -> Result<(), ThreadError> {
+        for (changelog, delivery) in self.deliveries.drain(..) {
+            let metadata = delivery.await?;
+            if let Some(tp) = changelog {
+                let next = metadata.offset + 1;
+                let reached = self.changelog_reached.entry(tp).or_insert(next);
+                *reached = (*reached).max(next);
+            }
+        }
+        Ok(())
+    }
+
+    /// Exactly-once: the sends arrive, the input `offsets` join the transaction with the
+    /// group's metadata, and it commits. A transaction that fails to commit stays open for
+    /// the caller to abort, with the stores' writes.
+    pub(super) async fn commit_transaction(
+        &mut self,
+        offsets: &BTreeMap<TopicPartition, i64>,
+        group: Option<GroupMetadata>,
+    ) -> Result<(), ThreadError> {
+        if !offsets.is_empty() {
+            self.begin()?;
+        }
+        if !self.in_transaction {
+            return Ok(());
+        }
+        self.await_deliveries().await?;
+        if !offsets.is_empty() {
+            let group = group.ok_or_else(|| {
+                ThreadError::Client(ClientError::State("the consumer has no group".into()))
+            })?;
+            self.producer
+                .send_offsets_to_transaction(offsets, &group)
+                .await?;
+        }
+        self.producer.commit_transaction().await?;
+        self.in_transaction = false;
+        Ok(())
+    }
+
+    /// Throws away what is in flight and, exactly-once, the open transaction.
+    pub(super) async fn abort(&mut self) {
+        self.deliveries.clear();
+        if self.in_transaction {
+            if let Err(abort) = self.producer.abort_transaction().await {
+                tracing::warn!("aborting the transaction: {abort}");
+            }
+            self.in_transaction = false;
+        }
+    }
+
+    /// Whether the producer was fenced: another producer took its transactional id.
+    pub(super) fn is_fenced(&self) -> bool {
+        self.exactly_once && self.producer.is_fenced()
+    }
+
+    /// Replaces a fenced producer with a new one, its transactions initialized.
+    pub(super) async fn replace(&mut self) -> Result<(), ThreadError> {
+        let old = std::mem::replace(&mut self.producer, (self.new_producer)()?);
+        if let Err(e) = old.close().await {
+            tracing::debug!("closing the fenced producer: {e}");
+        }
+        self.producer.init_transactions().await?;
+        Ok(())
+    }
+
+    /// Closes the producer.
+    pub(super) async fn close(&self) -> Result<(), ClientError> {
+        self.producer.close().await
+    }
+}
+
+/// A record a task's sink wrote, read from the task's output buffer.
+struct Output<'a>(SinkRecord<'a>);
+
+impl Outgoing for Output<'_> {
+    fn parts(&self) -> RecordParts<'_> {
+        let r = &self.0;
+        RecordParts {
+            topic: r.topic,
+            partition: r.partition,
+            key: r.key,
+            value: r.value,
+            headers: r.headers,
+            timestamp: Some(r.timestamp),
+        }
+    }
+}
+
+impl Output<'_> {
+    /// The record as one that owns its bytes: for the production handler.
+    fn to_producer_record(&self) -> ProducerRecord {
+        let r = &self.0;
+        ProducerRecord {
+            topic: Topic::from(r.topic),
+            partition: r.partition,
+            key: r.key.map(bytes::Bytes::copy_from_slice),
+            value: r.value.map(bytes::Bytes::copy_from_slice),
+            headers: r.headers.to_vec(),
+            timestamp: Some(r.timestamp),
+        }
+    }
+}
+
+/// A store write for a changelog partition, read from the store's changelog buffer.
+struct Change<'a> {
+    topic: &'a str,
+    partition: i32,
+    key: &'a [u8],
+    value: Option<&'a [u8]>,
+}
+
+impl Outgoing for Change<'_> {
+    fn parts(&self) -> RecordParts<'_> {
+        RecordParts {
+            topic: self.topic,
+            partition: Some(self.partition),
+            key: Some(self.key),
+            value: self.value,
+            headers: &[],
+            timestamp: None,
+        }
+    }
+}

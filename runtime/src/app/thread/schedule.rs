@@ -1,0 +1,110 @@
+//! When a stream thread commits and when its commits checkpoint: a commit every
+//! `commit.interval.ms`; a checkpoint — the stores' write buffers applied to sled — once
+//! `state.checkpoint.interval.ms` has passed, when the thread is idle, and without fail once
+//! the buffers hold `state.checkpoint.max.bytes`.
+
+use std::time::Duration;
+
+use eddy_core::streams::store::Checkpoint;
+
+use crate::time::Instant;
+
+/// A thread's commit and checkpoint times, and the records processed since its last commit.
+#[derive(Debug)]
+pub(super) struct CommitSchedule {
+    last_commit: Instant,
+    /// When the stores' write buffers were last applied to sled.
+    last_checkpoint: Instant,
+    processed_since_commit: u64,
+}
+
+impl CommitSchedule {
+    /// A schedule whose intervals start now.
+    pub(super) fn new() -> Self {
+        let now = Instant::now();
+        Self {
+            last_commit: now,
+            last_checkpoint: now,
+            processed_since_commit: 0,
+        }
+    }
+
+    /// Counts `records` processed.
+    pub(super) fn processed(&mut self, records: u64) {
+        self.processed_since_commit += records;
+    }
+
+    /// Whether `interval` has passed since the last commit.
+    pub(super) fn commit_due(&self, interval: Duration) -> bool {
+        self.last_commit.elapsed() >= interval
+    }
+
+    /// Whether this commit applies the write buffers to sled: without fail, waiting for the
+    /// last checkpoint to land, once they hold `max_bytes` (`held`); once `interval` has
+    /// passed, or when nothing was processed since the last commit (an idle thread has
+    /// nothing to coalesce, and its state on disk catches up), unless a store's last
+    /// checkpoint is still landing.
+    pub(super) fn checkpoint_due(
+        &self,
+        held: usize,
+        max_bytes: usize,
+        interval: Duration,
+    ) -> Option<Checkpoint> {
+        if held >= max_bytes {
+            Some(Checkpoint::Wait)
+        } else if self.processed_since_commit == 0 || self.last_checkpoint.elapsed() >= interval {
+            Some(Checkpoint::IfLanded)
+        } else {
+            None
+        }
+    }
+
+    /// A commit is done, and checkpointed if `checkpointed`.
+    pub(super) fn committed(&mut self, checkpointed: bool) {
+        self.last_commit = Instant::now();
+        if checkpointed {
+            self.last_checkpoint = self.last_commit;
+        }
+        self.processed_since_commit = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn commits_and_checkpoints_fall_due_on_the_threads_clock() {
+        let (max, interval) = (1_000, Duration::from_secs(5));
+        let mut schedule = CommitSchedule::new();
+        let commit_interval = Duration::from_millis(100);
+        assert!(!schedule.commit_due(commit_interval));
+        // Idle: every commit checkpoints.
+        assert_eq!(
+            schedule.checkpoint_due(0, max, interval),
+            Some(Checkpoint::IfLanded)
+        );
+        schedule.processed(10);
+        assert_eq!(schedule.checkpoint_due(10, max, interval), None);
+        assert_eq!(
+            schedule.checkpoint_due(max, max, interval),
+            Some(Checkpoint::Wait)
+        );
+
+        tokio::time::advance(commit_interval).await;
+        assert!(schedule.commit_due(commit_interval));
+        schedule.committed(false);
+        assert!(!schedule.commit_due(commit_interval));
+        schedule.processed(1);
+        assert_eq!(schedule.checkpoint_due(1, max, interval), None);
+
+        tokio::time::advance(interval).await;
+        assert_eq!(
+            schedule.checkpoint_due(1, max, interval),
+            Some(Checkpoint::IfLanded)
+        );
+        schedule.committed(true);
+        schedule.processed(1);
+        assert_eq!(schedule.checkpoint_due(1, max, interval), None);
+    }
+}
