@@ -15,17 +15,13 @@ use kafka_protocol::messages::{BrokerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
 use super::metadata_wire::{ResponseHead, ResponseWriter, WantedTopics};
-use super::{ProtocolError, Reply, RequestContext};
+use super::{topic_name, ProtocolError, Reply, RequestContext};
 use crate::metadata::{MetadataError, Topic};
 use crate::state::BrokerState;
 
 /// Topics that hold the broker's own state.
 pub(crate) fn is_internal(topic: &str) -> bool {
     matches!(topic, "__consumer_offsets" | "__transaction_state")
-}
-
-fn topic_name(name: &str) -> TopicName {
-    TopicName(StrBytes::from_string(name.to_string()))
 }
 
 fn describe_topic(state: &BrokerState, topic: &Topic, version: i16) -> MetadataResponseTopic {

@@ -180,6 +180,13 @@ fn on_blocking_thread(
     })))
 }
 
+/// A topic's name as the codec carries it.
+fn topic_name(name: &str) -> kafka_protocol::messages::TopicName {
+    kafka_protocol::messages::TopicName(kafka_protocol::protocol::StrBytes::from_string(
+        name.to_string(),
+    ))
+}
+
 fn decode<R: Decodable>(ctx: &RequestContext, body: &mut Bytes) -> Result<R, ProtocolError> {
     R::decode(body, ctx.version).map_err(|e| ProtocolError::Malformed {
         api: ctx.api,

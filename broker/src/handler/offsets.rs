@@ -20,13 +20,28 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::errors::{group_code, group_result_code};
-use super::{ProtocolError, Reply, RequestContext};
+use super::{topic_name, ProtocolError, Reply, RequestContext};
 use crate::group::{GroupError, OffsetValue};
 use crate::state::BrokerState;
 
-fn topic_name(name: &str) -> TopicName {
-    TopicName(StrBytes::from_string(name.to_string()))
+/// The (topic, partition, offset, leader epoch, metadata) rows of an OffsetCommit or a
+/// TxnOffsetCommit request's topics, whose generated types name their fields alike.
+macro_rules! commit_rows {
+    ($topics:expr) => {
+        $topics.iter().flat_map(|t| {
+            t.partitions.iter().map(move |p| {
+                (
+                    t.name.0.as_str(),
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_leader_epoch,
+                    p.committed_metadata.as_deref(),
+                )
+            })
+        })
+    };
 }
+pub(super) use commit_rows;
 
 /// The offsets a commit asks for: those of partitions the broker has, and those it does not
 /// have, which are refused one by one, as Kafka does.
@@ -59,12 +74,16 @@ impl OffsetsToCommit {
         Self { offsets, unknown }
     }
 
-    /// Commits with `commit` (the coordinator's call), and gives each partition's code by
-    /// topic: `commit` answers each offset's code or one code for all.
-    pub(super) async fn commit<F>(
+    /// Commits with `commit` (the coordinator's call), and answers each partition's code
+    /// by topic, in the response's types: `topic(name, partitions)` and
+    /// `partition(index, code)` build them. `commit` answers each offset's code or one code
+    /// for all.
+    pub(super) async fn commit<F, T, P>(
         self,
         commit: impl FnOnce(Vec<(String, i32, OffsetValue)>) -> F,
-    ) -> Vec<(String, Vec<(i32, i16)>)>
+        topic: impl Fn(TopicName, Vec<P>) -> T,
+        partition: impl Fn(i32, i16) -> P,
+    ) -> Vec<T>
     where
         F: std::future::Future<Output = Result<Vec<Result<(), GroupError>>, GroupError>>,
     {
@@ -85,6 +104,12 @@ impl OffsetsToCommit {
             .map(|((topic, partition), code)| (topic, partition, code))
             .collect();
         by_topic(answers)
+            .into_iter()
+            .map(|(name, codes)| {
+                let partitions = codes.into_iter().map(|(p, code)| partition(p, code));
+                topic(topic_name(&name), partitions.collect())
+            })
+            .collect()
     }
 }
 
@@ -105,54 +130,36 @@ pub(super) fn commit(
     ctx: RequestContext,
     request: OffsetCommitRequest,
 ) -> Result<Reply, ProtocolError> {
-    let to_commit = OffsetsToCommit::new(
-        state,
-        request.topics.iter().flat_map(|t| {
-            t.partitions.iter().map(|p| {
-                (
-                    t.name.0.as_str(),
-                    p.partition_index,
-                    p.committed_offset,
-                    p.committed_leader_epoch,
-                    p.committed_metadata.as_deref(),
-                )
-            })
-        }),
-    );
+    let to_commit = OffsetsToCommit::new(state, commit_rows!(request.topics));
     let groups = Arc::clone(&state.groups);
     let group_id = request.group_id.0.to_string();
     let member_id = request.member_id.to_string();
     let instance_id = request.group_instance_id.as_ref().map(|s| s.to_string());
     let generation = request.generation_id_or_member_epoch;
     ctx.later(async move {
-        let answers = to_commit
-            .commit(|offsets| {
-                groups.commit_offsets(
-                    &group_id,
-                    generation,
-                    &member_id,
-                    instance_id.as_deref(),
-                    offsets,
-                )
-            })
-            .await;
-        let topics = answers
-            .into_iter()
-            .map(|(topic, partitions)| {
-                OffsetCommitResponseTopic::default()
-                    .with_name(topic_name(&topic))
-                    .with_partitions(
-                        partitions
-                            .into_iter()
-                            .map(|(p, code)| {
-                                OffsetCommitResponsePartition::default()
-                                    .with_partition_index(p)
-                                    .with_error_code(code)
-                            })
-                            .collect(),
+        let topics = to_commit
+            .commit(
+                |offsets| {
+                    groups.commit_offsets(
+                        &group_id,
+                        generation,
+                        &member_id,
+                        instance_id.as_deref(),
+                        offsets,
                     )
-            })
-            .collect();
+                },
+                |name, partitions| {
+                    OffsetCommitResponseTopic::default()
+                        .with_name(name)
+                        .with_partitions(partitions)
+                },
+                |index, code| {
+                    OffsetCommitResponsePartition::default()
+                        .with_partition_index(index)
+                        .with_error_code(code)
+                },
+            )
+            .await;
         OffsetCommitResponse::default().with_topics(topics)
     })
 }

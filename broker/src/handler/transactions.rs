@@ -17,19 +17,15 @@ use kafka_protocol::messages::{
     AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse, DescribeTransactionsRequest, DescribeTransactionsResponse,
     EndTxnRequest, EndTxnResponse, ListTransactionsRequest, ListTransactionsResponse, ProducerId,
-    TopicName, TransactionalId, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    TransactionalId, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
 use super::errors::txn_result_code;
-use super::offsets::{by_topic, OffsetsToCommit};
-use super::{ProtocolError, Reply, RequestContext};
+use super::offsets::{by_topic, commit_rows, OffsetsToCommit};
+use super::{topic_name, ProtocolError, Reply, RequestContext};
 use crate::state::BrokerState;
 use crate::storage::Verify;
-
-fn topic_name(name: &str) -> TopicName {
-    TopicName(StrBytes::from_string(name.to_string()))
-}
 
 pub(super) fn add_partitions(
     state: &Arc<BrokerState>,
@@ -134,20 +130,7 @@ pub(super) fn commit_offsets(
     ctx: RequestContext,
     request: TxnOffsetCommitRequest,
 ) -> Result<Reply, ProtocolError> {
-    let to_commit = OffsetsToCommit::new(
-        state,
-        request.topics.iter().flat_map(|t| {
-            t.partitions.iter().map(|p| {
-                (
-                    t.name.0.as_str(),
-                    p.partition_index,
-                    p.committed_offset,
-                    p.committed_leader_epoch,
-                    p.committed_metadata.as_deref(),
-                )
-            })
-        }),
-    );
+    let to_commit = OffsetsToCommit::new(state, commit_rows!(request.topics));
     let state = Arc::clone(state);
     ctx.later(async move {
         let group_id = request.group_id.0.to_string();
@@ -156,36 +139,31 @@ pub(super) fn commit_offsets(
         let verify: Verify = Arc::new(move |producer_id: i64, epoch: i16| {
             transactions.verify(producer_id, epoch, &topic, partition)
         });
-        let answers = to_commit
-            .commit(|offsets| {
-                state.groups.commit_transactional_offsets(
-                    &group_id,
-                    (request.producer_id.0, request.producer_epoch),
-                    request.generation_id,
-                    &request.member_id,
-                    request.group_instance_id.as_deref(),
-                    offsets,
-                    Arc::clone(&verify),
-                )
-            })
-            .await;
-        let topics = answers
-            .into_iter()
-            .map(|(topic, partitions)| {
-                TxnOffsetCommitResponseTopic::default()
-                    .with_name(topic_name(&topic))
-                    .with_partitions(
-                        partitions
-                            .into_iter()
-                            .map(|(p, code)| {
-                                TxnOffsetCommitResponsePartition::default()
-                                    .with_partition_index(p)
-                                    .with_error_code(code)
-                            })
-                            .collect(),
+        let topics = to_commit
+            .commit(
+                |offsets| {
+                    state.groups.commit_transactional_offsets(
+                        &group_id,
+                        (request.producer_id.0, request.producer_epoch),
+                        request.generation_id,
+                        &request.member_id,
+                        request.group_instance_id.as_deref(),
+                        offsets,
+                        Arc::clone(&verify),
                     )
-            })
-            .collect();
+                },
+                |name, partitions| {
+                    TxnOffsetCommitResponseTopic::default()
+                        .with_name(name)
+                        .with_partitions(partitions)
+                },
+                |index, code| {
+                    TxnOffsetCommitResponsePartition::default()
+                        .with_partition_index(index)
+                        .with_error_code(code)
+                },
+            )
+            .await;
         TxnOffsetCommitResponse::default().with_topics(topics)
     })
 }
