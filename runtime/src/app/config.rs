@@ -2,7 +2,7 @@
 //! defaults, typed, and readable from Kafka-style properties (`application.id`,
 //! `processing.guarantee`, …) for users who keep them in files. Client settings pass through
 //! with Kafka Streams' prefixes (`producer.`, `consumer.`, `admin.`; unprefixed client keys
-//! reach every client).
+//! reach every client), see `clients`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -146,42 +146,12 @@ pub struct StreamsConfig {
     /// go, with the error and their origin in headers.
     pub dead_letter_queue_topic: Option<String>,
     /// Client properties, as given: unprefixed (every client), `producer.`, `consumer.`,
-    /// `main.consumer.`, `restore.consumer.`, `global.consumer.` and `admin.` ones. As in
-    /// Kafka Streams, the main and restore consumers poll up to 1,000 records
-    /// (`max.poll.records`) unless these say otherwise; a stream thread's producer fills
-    /// batches of up to 256 KiB (`batch.size`; the client's default is 16 KiB).
-    pub client_properties: Vec<(String, String)>,
+    /// `main.consumer.`, `restore.consumer.`, `global.consumer.` and `admin.` ones, each
+    /// checked against the settings of the clients it reaches when it is set. Set them with
+    /// [`StreamsConfig::set`] or typed, with [`StreamsConfig::producer`] and its siblings;
+    /// read what each client gets with [`StreamsConfig::producer_config`] and its siblings.
+    pub(crate) client_properties: Vec<(String, String)>,
 }
-
-/// Sets `key` in `merged`, replacing an earlier value.
-fn set<'a>(merged: &mut Vec<(&'a str, &'a str)>, key: &'a str, value: &'a str) {
-    match merged.iter_mut().find(|(k, _)| *k == key) {
-        Some(entry) => entry.1 = value,
-        None => merged.push((key, value)),
-    }
-}
-
-/// Client settings Kafka Streams passes to its clients unprefixed.
-const CLIENT_KEYS: &[&str] = &[
-    "client.id",
-    "request.timeout.ms",
-    "socket.connection.setup.timeout.ms",
-    "metadata.max.age.ms",
-    "retry.backoff.ms",
-    "reconnect.backoff.ms",
-    "reconnect.backoff.max.ms",
-    "receive.message.max.bytes",
-];
-
-/// Prefixes of settings for one kind of client.
-const CLIENT_PREFIXES: &[&str] = &[
-    "producer.",
-    "consumer.",
-    "main.consumer.",
-    "restore.consumer.",
-    "global.consumer.",
-    "admin.",
-];
 
 impl StreamsConfig {
     /// Kafka Streams' defaults for the application `application_id`, on the embedded broker.
@@ -286,13 +256,7 @@ impl StreamsConfig {
                 let topic = value.trim();
                 self.dead_letter_queue_topic = (!topic.is_empty()).then(|| topic.to_string());
             }
-            _ if CLIENT_KEYS.contains(&key)
-                || CLIENT_PREFIXES.iter().any(|p| key.starts_with(p)) =>
-            {
-                self.client_properties
-                    .push((key.to_string(), value.to_string()));
-            }
-            _ => return Err(ConfigError::Unknown(key.to_string())),
+            _ => self.set_client_property(key, value)?,
         }
         Ok(())
     }
@@ -310,37 +274,6 @@ impl StreamsConfig {
     /// Where this application's tasks keep their state: `<state.dir>/<application.id>`.
     pub fn application_state_dir(&self) -> PathBuf {
         self.state_dir.join(&self.application_id)
-    }
-
-    /// The client properties for one kind of client (`"producer"`, `"consumer"`,
-    /// `"main.consumer"`, `"restore.consumer"`, `"global.consumer"`, `"admin"`), as Kafka
-    /// Streams merges them: unprefixed ones first, then `consumer.` ones for every consumer,
-    /// then those of the client's own prefix.
-    pub fn client_properties_for(&self, client: &str) -> Vec<(&str, &str)> {
-        let own = format!("{client}.");
-        let is_consumer = client.ends_with("consumer");
-        let mut merged: Vec<(&str, &str)> = Vec::new();
-        let properties = || {
-            self.client_properties
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-        };
-        for (key, value) in properties().filter(|(k, _)| CLIENT_KEYS.contains(k)) {
-            set(&mut merged, key, value);
-        }
-        if is_consumer && client != "consumer" {
-            for (key, value) in properties() {
-                if let Some(key) = key.strip_prefix("consumer.") {
-                    set(&mut merged, key, value);
-                }
-            }
-        }
-        for (key, value) in properties() {
-            if let Some(key) = key.strip_prefix(own.as_str()) {
-                set(&mut merged, key, value);
-            }
-        }
-        merged
     }
 
     /// Checks what cannot be used together or at all.
@@ -390,6 +323,7 @@ impl StreamsConfig {
     }
 }
 
+mod clients;
 mod properties;
 mod setters;
 #[cfg(test)]

@@ -217,7 +217,11 @@ impl Streams {
             Bootstrap::Embedded => self.start_embedded(&dir).await?,
         };
         self.bootstrap = Some(bootstrap.clone());
-        let admin = Admin::connect(&bootstrap).await?;
+        let admin_config = self
+            .config
+            .admin_config(&bootstrap)
+            .map_err(ClientError::from)?;
+        let admin = Admin::new(admin_config).await?;
         create_internal_topics(&admin, &self.topology, &self.config).await?;
         let stores = Arc::new(SledStores::new(&dir));
         // Opening each database on disk reads and writes files: off the async workers.

@@ -78,6 +78,19 @@ impl ClientConfig {
         self
     }
 
+    /// Reads Kafka-style properties of what every client shares; unknown keys are an error.
+    pub fn from_properties<'a>(
+        properties: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self, ConfigError> {
+        let mut config = Self::new("");
+        for (key, value) in properties {
+            if !config.set(key, value)? {
+                return Err(ConfigError::Unknown(key.to_string()));
+            }
+        }
+        Ok(config)
+    }
+
     /// Applies one Kafka-style property this struct knows; returns whether it knew it.
     fn set(&mut self, key: &str, value: &str) -> Result<bool, ConfigError> {
         match key {

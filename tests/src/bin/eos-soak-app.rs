@@ -17,7 +17,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use eddy::app::{Bootstrap, ProcessingGuarantee, State, Streams, StreamsConfig};
+use eddy::app::{ProcessingGuarantee, State, Streams, StreamsConfig};
 use eddy::serde::{I64Serde, Nullable, StringSerde};
 use eddy::streams::{Consumed, Grouped, Materialized, Produced, StreamsBuilder, Topology};
 
@@ -134,29 +134,24 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let mut config = StreamsConfig::new("eos-soak");
-    config.bootstrap = Bootstrap::Servers(vec![args.bootstrap.clone()]);
-    config.state_dir = args.state_dir.clone();
-    config.processing_guarantee = args.guarantee;
+    let mut config = StreamsConfig::new("eos-soak")
+        .bootstrap_servers([args.bootstrap.clone()])
+        .state_dir(args.state_dir.clone())
+        .processing_guarantee(args.guarantee)
+        .num_stream_threads(args.threads)
+        .statestore_cache_max_bytes(0)
+        // A killed instance leaves the group within seconds, so that a restart takes over
+        // soon.
+        .main_consumer(|c| {
+            c.session_timeout(Duration::from_secs(6))
+                .heartbeat_interval(Duration::from_secs(1))
+        });
     config.commit_interval_ms = args.commit_interval_ms.map(Duration::from_millis);
-    config.num_stream_threads = args.threads;
-    config.statestore_cache_max_bytes = 0;
-    // A killed instance leaves the group within seconds, so that a restart takes over soon.
-    for (key, value) in [
-        ("consumer.session.timeout.ms", "6000"),
-        ("consumer.heartbeat.interval.ms", "1000"),
-    ] {
-        config
-            .client_properties
-            .push((key.to_string(), value.to_string()));
-    }
     if let Some(ms) = args.checkpoint_interval_ms {
-        config.state_checkpoint_interval = Duration::from_millis(ms);
+        config = config.state_checkpoint_interval(Duration::from_millis(ms));
     }
     if let Some(ms) = args.transaction_timeout_ms {
-        config
-            .client_properties
-            .push(("producer.transaction.timeout.ms".into(), ms.to_string()));
+        config = config.producer(|p| p.transaction_timeout(Duration::from_millis(ms)));
     }
     let mut streams = match Streams::new(topology(), config) {
         Ok(s) => s,

@@ -223,3 +223,75 @@ fn each_typed_setter_sets_what_its_property_sets() {
         Bootstrap::Embedded
     );
 }
+
+#[test]
+fn a_client_property_is_checked_against_the_clients_it_reaches_when_it_is_set() {
+    let mut config = StreamsConfig::new("a");
+    let refused = |config: &mut StreamsConfig, key: &str, value: &str| {
+        config.set(key, value).unwrap_err().to_string()
+    };
+    assert!(refused(&mut config, "producer.linger.ms", "soon").contains("linger.ms"));
+    // A producer's setting is no consumer's, and the other way round.
+    assert!(refused(&mut config, "consumer.batch.size", "1").contains("batch.size"));
+    assert!(refused(&mut config, "producer.max.poll.records", "1").contains("max.poll.records"));
+    assert!(refused(&mut config, "admin.linger.ms", "1").contains("linger.ms"));
+    assert!(refused(&mut config, "request.timeout.ms", "-").contains("request.timeout.ms"));
+    assert!(
+        config.client_properties.is_empty(),
+        "nothing refused is kept"
+    );
+    config.set("main.consumer.max.poll.records", "10").unwrap();
+    assert_eq!(
+        config
+            .main_consumer_config("b:9092")
+            .unwrap()
+            .max_poll_records,
+        10
+    );
+}
+
+#[test]
+fn each_client_gets_kafka_streams_defaults_under_the_users_settings() {
+    let config = StreamsConfig::new("a");
+    let main = config.main_consumer_config("b:9092").unwrap();
+    assert_eq!(main.client.bootstrap, ["b:9092"]);
+    assert_eq!(main.max_poll_records, 1_000);
+    let restore = config.restore_consumer_config("b:9092").unwrap();
+    assert_eq!(restore.fetch_max_wait, Duration::from_millis(50));
+    let producer = config.producer_config("b:9092").unwrap();
+    assert_eq!(producer.batch_size, 256 * 1024);
+    assert_eq!(producer.transaction_timeout, Duration::from_secs(60));
+    let exactly_once = config
+        .clone()
+        .processing_guarantee(ProcessingGuarantee::ExactlyOnceV2);
+    let producer = exactly_once.producer_config("b:9092").unwrap();
+    assert_eq!(producer.transaction_timeout, Duration::from_secs(10));
+
+    let changed = exactly_once
+        .producer(|p| p.linger(Duration::from_millis(20)).batch_size(256 * 1024))
+        .main_consumer(|c| c.session_timeout(Duration::from_secs(6)))
+        .admin(|a| a.request_timeout(Duration::from_secs(3)));
+    // Only what the typed setters changed is kept, under its client's prefix.
+    assert_eq!(
+        changed.client_properties_for("producer"),
+        [("linger.ms", "20")]
+    );
+    assert_eq!(
+        changed.client_properties_for("main.consumer"),
+        [("session.timeout.ms", "6000")]
+    );
+    assert!(changed.client_properties_for("restore.consumer").is_empty());
+    let producer = changed.producer_config("b:9092").unwrap();
+    assert_eq!(producer.linger, Duration::from_millis(20));
+    assert_eq!(producer.transaction_timeout, Duration::from_secs(10));
+    assert_eq!(
+        changed.admin_config("b:9092").unwrap().request_timeout,
+        Duration::from_secs(3)
+    );
+    // What the setters keep, the application prints and reads back.
+    let printed = changed.properties();
+    let read =
+        StreamsConfig::from_properties(printed.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .unwrap();
+    assert_eq!(read.properties(), printed);
+}

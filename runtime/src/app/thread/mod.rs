@@ -42,8 +42,7 @@ use super::query::Hosted;
 use super::restore::{RestoreError, StateUpdater};
 use super::{ProcessingGuarantee, StreamsConfig};
 use crate::client::{
-    ClientError, Consumer, ConsumerConfig, IsolationLevel, OffsetReset, Producer, ProducerConfig,
-    RebalanceListener,
+    ClientError, Consumer, IsolationLevel, OffsetReset, Producer, ProducerConfig, RebalanceListener,
 };
 use crate::store::SledStores;
 
@@ -143,13 +142,10 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
         index,
         mut on_first_assignment,
     } = context;
-    // Kafka Streams' defaults for its consumers (polls of 1,000 records), then the user's
-    // client settings (Kafka Streams' prefixes), then what the thread needs.
-    let servers = [("bootstrap.servers", bootstrap.as_str())];
-    let main = [("max.poll.records", KAFKA_STREAMS_MAX_POLL_RECORDS)]
-        .into_iter()
-        .chain(config.client_properties_for("main.consumer"));
-    let mut consumer_config = ConsumerConfig::from_properties(servers.iter().copied().chain(main))?
+    // Kafka Streams' defaults for its consumers, then the user's client settings (Kafka
+    // Streams' prefixes), then what the thread needs.
+    let mut consumer_config = config
+        .main_consumer_config(&bootstrap)?
         .group_id(&config.application_id)
         .auto_offset_reset(OffsetReset::Earliest)
         .isolation_level(IsolationLevel::ReadCommitted);
@@ -176,18 +172,10 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
         .collect();
     sources.sort();
     sources.dedup();
-    // The restore consumer's fetches come back within 50 ms unless told otherwise: a fetch
-    // of caught-up standbys waiting at their ends would hold back a task that came to be
-    // restored from the same broker. Its polls hand over 1,000 records (Kafka Streams'
-    // default), each poll's landing in its store in one batch.
-    let restore = [
-        ("fetch.max.wait.ms", "50"),
-        ("max.poll.records", KAFKA_STREAMS_MAX_POLL_RECORDS),
-    ]
-    .into_iter()
-    .chain(config.client_properties_for("restore.consumer"));
+    // Each of the restore consumer's polls lands in its store in one batch.
     let restore_consumer = Consumer::new(
-        ConsumerConfig::from_properties(servers.iter().copied().chain(restore))?
+        config
+            .restore_consumer_config(&bootstrap)?
             .isolation_level(IsolationLevel::ReadCommitted),
     )?;
     let exactly_once = config.processing_guarantee == ProcessingGuarantee::ExactlyOnceV2;
@@ -244,11 +232,6 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
     outcome.and(closed).and(left.map_err(ThreadError::from))
 }
 
-/// `batch.size` of a stream thread's producer unless the user's settings say otherwise:
-/// a commit sends a cache's worth of records at once, and fewer, larger batches mean fewer
-/// produce requests for the broker to append and make durable before the commit goes on.
-const STREAMS_BATCH_SIZE: usize = 256 * 1024;
-
 /// Builds the thread's producer: transactional under exactly-once, with the transactional
 /// id `<application.id>-<process id>-<thread index>`; and its transaction timeout.
 fn producer_factory(
@@ -265,38 +248,24 @@ fn producer_factory(
     ))
 }
 
-/// The settings of a stream thread's producer: the user's `producer.` properties over the
-/// thread's own defaults.
+/// The settings of a stream thread's producer: the application's (see
+/// [`StreamsConfig::producer_config`]) with, under exactly-once, the transactional id
+/// `<application.id>-<process id>-<thread index>`.
 fn producer_config(
     config: &StreamsConfig,
     bootstrap: &str,
     process: &str,
     index: usize,
 ) -> Result<ProducerConfig, ThreadError> {
-    let exactly_once = config.processing_guarantee == ProcessingGuarantee::ExactlyOnceV2;
-    let properties = config.client_properties_for("producer");
-    let sets = |key: &str| properties.iter().any(|(k, _)| *k == key);
-    let (sets_timeout, sets_batch_size) = (sets("transaction.timeout.ms"), sets("batch.size"));
-    let servers = [("bootstrap.servers", bootstrap)];
-    let mut producer_config =
-        ProducerConfig::from_properties(servers.iter().copied().chain(properties))?;
-    if !sets_batch_size {
-        producer_config = producer_config.batch_size(STREAMS_BATCH_SIZE);
-    }
-    if exactly_once {
-        let app = &config.application_id;
-        producer_config = producer_config.transactional_id(format!("{app}-{process}-{index}"));
-        if !sets_timeout {
-            // Kafka Streams' default under exactly-once: a crashed thread's open
-            // transaction holds its partitions' readers back no longer than this.
-            producer_config = producer_config.transaction_timeout(Duration::from_secs(10));
+    let producer_config = config.producer_config(bootstrap)?;
+    Ok(match config.processing_guarantee {
+        ProcessingGuarantee::ExactlyOnceV2 => {
+            let app = &config.application_id;
+            producer_config.transactional_id(format!("{app}-{process}-{index}"))
         }
-    }
-    Ok(producer_config)
+        ProcessingGuarantee::AtLeastOnce => producer_config,
+    })
 }
-
-/// `max.poll.records` of Kafka Streams' consumers, unless the user's settings say otherwise.
-const KAFKA_STREAMS_MAX_POLL_RECORDS: &str = "1000";
 
 /// How long past its wait a poll may go on once the thread is asked to close.
 const POLL_GRACE_AT_CLOSE: Duration = Duration::from_secs(1);
@@ -429,14 +398,14 @@ mod tests {
         let mut config = StreamsConfig::new("app");
         config.processing_guarantee = ProcessingGuarantee::ExactlyOnceV2;
         let producer = producer_config(&config, "localhost:9092", "p1", 2).unwrap();
-        assert_eq!(producer.batch_size, STREAMS_BATCH_SIZE);
+        assert_eq!(producer.batch_size, 256 * 1024);
         assert_eq!(producer.transactional_id.as_deref(), Some("app-p1-2"));
         assert_eq!(producer.transaction_timeout, Duration::from_secs(10));
 
-        config.client_properties = vec![
-            ("producer.batch.size".into(), "32768".into()),
-            ("producer.transaction.timeout.ms".into(), "30000".into()),
-        ];
+        config
+            .set("producer.transaction.timeout.ms", "30000")
+            .unwrap();
+        let mut config = config.producer(|p| p.batch_size(32_768));
         let producer = producer_config(&config, "localhost:9092", "p1", 2).unwrap();
         assert_eq!(producer.batch_size, 32_768);
         assert_eq!(producer.transaction_timeout, Duration::from_secs(30));
