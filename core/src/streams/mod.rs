@@ -41,9 +41,12 @@ pub use topology::{Topology, TopologyDescription};
 /// The engine's own types, apart from what a topology's author uses (as Kafka Streams keeps
 /// them in `internals`): the task engine ([`StreamTask`](internals::StreamTask): one
 /// sub-topology for one partition, a deterministic machine that takes input records and
-/// yields output and changelog records), its settings and outputs, and the topology's
-/// sub-topologies and internal topics. The streams runtime and the `TestDriver` build on them.
+/// yields output and changelog records), its settings and outputs, its stores
+/// ([`StoreInstance`](internals::StoreInstance)) and the rules of each kind of store
+/// ([`KindRules`](internals::KindRules)), and the topology's sub-topologies and internal
+/// topics. The streams runtime and the `TestDriver` build on them.
 pub mod internals {
+    pub use super::store::kind::KindRules;
     pub use super::task::{
         EmitIntervals, ErrorOrigin, FailedRecord, GlobalStores, Output, OutputRecord,
         PartitionCounts, SharedStore, SinkRecord, StoreInstance, StreamTask, TaskConfig,

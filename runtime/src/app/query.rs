@@ -13,9 +13,9 @@ use std::time::Duration;
 use eddy_core::log::partition_for_key;
 use eddy_core::log::Timestamp;
 use eddy_core::serde::{Serde, SerdeError};
+use eddy_core::streams::internals::StoreInstance;
 use eddy_core::streams::store::{
-    KeyValueBytesStore, LayerConfig, LayeredKeyValueStore, LayeredWindowStore, StoreBuilder,
-    StoreDecoder, StoreKind, StoreSupplier, WindowBytesStore,
+    KeyValueBytesStore, LayerConfig, StoreBuilder, StoreDecoder, StoreSupplier, WindowBytesStore,
 };
 use eddy_core::streams::{TaskId, Topology};
 
@@ -172,23 +172,10 @@ impl Queryable {
         &self,
         name: &str,
     ) -> Result<KeyValueView<K, V>, QueryError> {
-        let definition = self.definition(name)?;
-        if definition.kind() != StoreKind::KeyValue {
-            return Err(QueryError::WrongType {
-                store: name.to_string(),
-                asked: "key-value",
-            });
-        }
-        let decoder = self.decoder(definition, "key-value")?;
-        self.hosted.note_query();
-        let parts = self
-            .tasks_with(name)
-            .into_iter()
-            .map(|task| {
-                let inner = self.stores.inner(&task.to_string(), definition);
-                LayeredKeyValueStore::new(name, inner, LayerConfig::default())
-            })
-            .collect();
+        let (parts, decoder) = self.parts(name, "key-value", |store| match store {
+            StoreInstance::KeyValue(store) => Some(store),
+            _ => None,
+        })?;
         Ok(KeyValueView {
             parts,
             decoder,
@@ -201,28 +188,46 @@ impl Queryable {
         &self,
         name: &str,
     ) -> Result<WindowView<K, V>, QueryError> {
+        let (parts, decoder) = self.parts(name, "window", |store| match store {
+            StoreInstance::Window(store) => Some(store),
+            _ => None,
+        })?;
+        Ok(WindowView {
+            parts,
+            decoder,
+            hosted: Arc::clone(&self.hosted),
+        })
+    }
+
+    /// The parts of store `name` in the tasks running here, built by its kind over what is
+    /// on disk, when its kind's store is what `part` takes (a query `asked` of that kind);
+    /// and its decoder.
+    fn parts<K: 'static, V: 'static, P>(
+        &self,
+        name: &str,
+        asked: &'static str,
+        part: impl Fn(StoreInstance) -> Option<P>,
+    ) -> Result<(Vec<P>, StoreDecoder<K, V>), QueryError> {
         let definition = self.definition(name)?;
-        let StoreKind::Window { retention_ms } = definition.kind() else {
-            return Err(QueryError::WrongType {
-                store: name.to_string(),
-                asked: "window",
-            });
+        let wrong_type = || QueryError::WrongType {
+            store: name.to_string(),
+            asked,
         };
-        let decoder = self.decoder(definition, "window")?;
+        let rules = definition.kind().rules();
+        if rules.name() != asked {
+            return Err(wrong_type());
+        }
+        let decoder = self.decoder(definition, asked)?;
         self.hosted.note_query();
         let parts = self
             .tasks_with(name)
             .into_iter()
             .map(|task| {
                 let inner = self.stores.inner(&task.to_string(), definition);
-                LayeredWindowStore::new(name, retention_ms, inner, LayerConfig::default())
+                part(rules.build(name, inner, LayerConfig::default())).ok_or_else(wrong_type)
             })
-            .collect();
-        Ok(WindowView {
-            parts,
-            decoder,
-            hosted: Arc::clone(&self.hosted),
-        })
+            .collect::<Result<_, _>>()?;
+        Ok((parts, decoder))
     }
 
     /// Where `key` of store `name` lives, the key serialized with `keys` (as the store's
@@ -278,7 +283,7 @@ impl Queryable {
 
 /// A key-value store as this instance holds it: the parts of the tasks it runs.
 pub struct KeyValueView<K, V> {
-    parts: Vec<LayeredKeyValueStore>,
+    parts: Vec<Box<dyn KeyValueBytesStore>>,
     decoder: StoreDecoder<K, V>,
     hosted: Arc<Hosted>,
 }
@@ -317,7 +322,7 @@ impl<K: 'static, V: 'static> KeyValueView<K, V> {
 
 /// A window store as this instance holds it: the parts of the tasks it runs.
 pub struct WindowView<K, V> {
-    parts: Vec<LayeredWindowStore>,
+    parts: Vec<Box<dyn WindowBytesStore>>,
     decoder: StoreDecoder<K, V>,
     hosted: Arc<Hosted>,
 }

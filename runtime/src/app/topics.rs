@@ -9,12 +9,7 @@
 use std::collections::HashMap;
 
 use eddy_core::streams::internals::InternalTopicKind;
-use eddy_core::streams::store::StoreKind;
 use eddy_core::streams::Topology;
-
-/// `windowstore.changelog.additional.retention.ms`: how much longer than its store a
-/// windowed changelog keeps records. Kafka's default, a day.
-pub const WINDOWED_CHANGELOG_ADDITIONAL_RETENTION_MS: i64 = 86_400_000;
 
 /// A topic the application creates for itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -186,23 +181,14 @@ pub fn plan(
             // A store no processor uses has no task, and so no changelog.
             continue;
         };
-        let configs = match store.kind() {
-            StoreKind::KeyValue => configs(&[
-                ("cleanup.policy", "compact"),
-                ("message.timestamp.type", "CreateTime"),
-            ]),
-            StoreKind::Window { retention_ms } | StoreKind::Session { retention_ms } => {
-                let retention = retention_ms
-                    .saturating_add(WINDOWED_CHANGELOG_ADDITIONAL_RETENTION_MS)
-                    .to_string();
-                let mut c = configs(&[
-                    ("cleanup.policy", "compact,delete"),
-                    ("message.timestamp.type", "CreateTime"),
-                ]);
-                c.push(("retention.ms".to_string(), retention));
-                c
-            }
-        };
+        // As the store's kind keeps its changelog.
+        let configs = store
+            .kind()
+            .rules()
+            .changelog_configs()
+            .into_iter()
+            .map(|(key, value)| (key.to_string(), value))
+            .collect();
         changelogs.push(InternalTopicSpec {
             name: format!("{application_id}-{}-changelog", store.name()),
             kind: InternalTopicKind::Changelog,

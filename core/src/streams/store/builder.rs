@@ -27,7 +27,8 @@ impl StoreSupplier for InMemoryStores {
     }
 }
 
-/// The kind of a store.
+/// The kind of a store; what each kind decides is its
+/// [`KindRules`](crate::streams::internals::KindRules).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreKind {
     /// Keys to values.
@@ -160,12 +161,7 @@ impl StoreBuilder {
 
     /// How long a window or session store keeps its windows (0 for a key-value store).
     pub fn retention_ms(&self) -> i64 {
-        match self.kind {
-            StoreKind::KeyValue => 0,
-            StoreKind::Window { retention_ms } | StoreKind::Session { retention_ms } => {
-                retention_ms
-            }
-        }
+        self.kind.rules().retention_ms()
     }
 
     /// Whether writes go to a changelog topic.

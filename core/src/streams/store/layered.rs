@@ -6,8 +6,34 @@ use std::ops::Bound;
 use bytes::Bytes;
 
 use super::inner::{scan_prefix, BytesStore, InMemoryBytesStore};
-use super::layers::{ChangelogKey, LayerConfig, StoreLayer};
-use super::{ChangelogRecord, KeyValueBytesStore, UpdateBytes};
+use super::kind::KindRules;
+use super::layers::{ChangelogKeys, LayerConfig, StoreLayer};
+use super::{ChangelogRecord, KeyValueBytesStore, StoreInstance, UpdateBytes};
+
+/// The rules of key-value stores: changelog keys are the store's keys, the changelog is
+/// compacted.
+pub(crate) struct KeyValueRules;
+
+impl KindRules for KeyValueRules {
+    fn name(&self) -> &'static str {
+        "key-value"
+    }
+
+    fn retention_ms(&self) -> i64 {
+        0
+    }
+
+    fn changelog_configs(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("cleanup.policy", "compact".to_string()),
+            ("message.timestamp.type", "CreateTime".to_string()),
+        ]
+    }
+
+    fn build(&self, name: &str, inner: Box<dyn BytesStore>, config: LayerConfig) -> StoreInstance {
+        StoreInstance::KeyValue(Box::new(LayeredKeyValueStore::new(name, inner, config)))
+    }
+}
 
 /// A key-value store over its layers.
 pub struct LayeredKeyValueStore {
@@ -29,7 +55,7 @@ impl LayeredKeyValueStore {
     pub fn new(name: impl Into<String>, inner: Box<dyn BytesStore>, config: LayerConfig) -> Self {
         Self {
             name: name.into(),
-            layers: config.build(inner, ChangelogKey::KeyValue),
+            layers: config.build(inner, ChangelogKeys::SAME),
         }
     }
 

@@ -10,7 +10,7 @@
 use std::ops::Bound;
 
 use super::inner::{scan_prefix, BytesStore};
-use super::layers::{ChangelogKey, LayerConfig, StoreLayer};
+use super::layers::{ChangelogKeys, LayerConfig, StoreLayer};
 use crate::log::Timestamp;
 
 /// Where the latest time seen is kept (8 bytes, big-endian): the empty key, before every
@@ -143,7 +143,7 @@ impl Timeline {
         retention: i64,
         inner: Box<dyn BytesStore>,
         config: LayerConfig,
-        keys: ChangelogKey,
+        keys: ChangelogKeys,
     ) -> Self {
         let layers = config.build(inner, keys);
         Self {
@@ -321,7 +321,7 @@ mod tests {
         assert_eq!(segments.of(60_000), 1);
         let mut layers = LayerConfig::default().build(
             Box::new(InMemoryBytesStore::new()),
-            super::super::layers::ChangelogKey::KeyValue,
+            super::super::layers::ChangelogKeys::SAME,
         );
         for segment in [-3, 2, 2, 9, i64::MAX, i64::from(i32::MAX) + 5] {
             layers.put(&[&segment_start(segment)[..], b"k"].concat(), Some(b"v"));

@@ -3,15 +3,18 @@
 //! Kafka), in memory or on disk; over it the [layers] every store gets — an
 //! exactly-once write buffer, change-logging (every write recorded, so the runtime can ship
 //! the writes to the store's compacted changelog topic and rebuild the store from it) and a
-//! record cache; key-value, window and session stores over the layers, with Kafka's
-//! changelog key layouts; typed views with the store's serdes; the declaration a topology
-//! holds ([`StoreBuilder`]); and values kept with their timestamps, as the DSL's stores keep
-//! them.
+//! record cache; key-value, window and session stores over the layers, each kind with its
+//! rules (`KindRules`, among the engine's internals: Kafka's changelog key layout and topic
+//! configs for it, and the store it is built as); typed views with the store's serdes; the
+//! declaration a topology holds ([`StoreBuilder`]); and values kept with their timestamps,
+//! as the DSL's stores keep them.
 
 mod builder;
 mod changelog;
 mod inner;
+pub(crate) mod instance;
 mod key_value;
+pub(crate) mod kind;
 mod layered;
 pub mod layers;
 mod layout;
@@ -28,6 +31,7 @@ pub use self::inner::{
 };
 pub use builder::{InMemoryStores, StoreBuilder, StoreKind, StoreSupplier};
 pub use changelog::ChangelogBatch;
+pub(crate) use instance::StoreInstance;
 pub use key_value::{
     ChangelogRecord, KeyValueBytesStore, KeyValueSerdes, KeyValueStore, UpdateBytes,
 };

@@ -16,9 +16,10 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::changelog::ChangelogBuffer;
 use super::inner::{BytesStore, InMemoryBytesStore};
-use super::layers::{ChangelogKey, LayerConfig, StoreLayer};
+use super::kind::{windowed_changelog_configs, KindRules};
+use super::layers::{ChangelogKeys, LayerConfig, StoreLayer};
 use super::layout::{ordered, segment_start, time_of, with_key, write_key, Origin, Timeline, HEAD};
-use super::ChangelogRecord;
+use super::{ChangelogRecord, StoreInstance};
 use crate::log::Timestamp;
 use crate::serde::SerdeError;
 use crate::streams::windows::Window;
@@ -106,7 +107,7 @@ pub fn parse_session_store_key(bytes: &Bytes) -> Result<(Bytes, Window), SerdeEr
 
 /// Records in `log` a write of an entry of [`LayeredSessionStore`]'s inner store, under its
 /// changelog key (Kafka's session key); what is not an entry is not logged.
-pub(crate) fn log_write(inner: &[u8], value: Option<&[u8]>, log: &mut ChangelogBuffer) {
+fn log_write(inner: &[u8], value: Option<&[u8]>, log: &mut ChangelogBuffer) {
     if inner.len() < HEAD + 16 {
         return;
     }
@@ -115,6 +116,35 @@ pub(crate) fn log_write(inner: &[u8], value: Option<&[u8]>, log: &mut ChangelogB
     let end = time_of(&rest[n..n + 8]).to_be_bytes();
     let start = time_of(&rest[n + 8..]).to_be_bytes();
     log.push(&[&rest[..n], &end, &start], value);
+}
+
+/// The rules of session stores: Kafka's session keys in the changelog, which is compacted and
+/// deleted after the retention.
+pub(crate) struct SessionRules {
+    pub(crate) retention_ms: i64,
+}
+
+impl KindRules for SessionRules {
+    fn name(&self) -> &'static str {
+        "session"
+    }
+
+    fn retention_ms(&self) -> i64 {
+        self.retention_ms
+    }
+
+    fn changelog_configs(&self) -> Vec<(&'static str, String)> {
+        windowed_changelog_configs(self.retention_ms)
+    }
+
+    fn build(&self, name: &str, inner: Box<dyn BytesStore>, config: LayerConfig) -> StoreInstance {
+        StoreInstance::Session(Box::new(LayeredSessionStore::new(
+            name,
+            self.retention_ms,
+            inner,
+            config,
+        )))
+    }
 }
 
 /// A session store over its layers, its sessions in segments of end times, by key, end,
@@ -159,7 +189,7 @@ impl LayeredSessionStore {
     ) -> Self {
         Self {
             name: name.into(),
-            time: Timeline::new(retention, inner, config, ChangelogKey::Session),
+            time: Timeline::new(retention, inner, config, ChangelogKeys::new(log_write)),
             key: Vec::new(),
         }
     }

@@ -11,9 +11,10 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::changelog::ChangelogBuffer;
 use super::inner::{BytesStore, InMemoryBytesStore};
-use super::layers::{ChangelogKey, LayerConfig, StoreLayer};
+use super::kind::{windowed_changelog_configs, KindRules};
+use super::layers::{ChangelogKeys, LayerConfig, StoreLayer};
 use super::layout::{ordered, segment_start, time_of, with_key, write_key, Origin, Timeline, HEAD};
-use super::{ChangelogRecord, UpdateBytes};
+use super::{ChangelogRecord, StoreInstance, UpdateBytes};
 use crate::log::Timestamp;
 use crate::serde::SerdeError;
 
@@ -106,7 +107,7 @@ pub fn parse_window_store_key(bytes: &Bytes) -> Result<(Bytes, Timestamp, u32), 
 
 /// Records in `log` a write of an entry of [`LayeredWindowStore`]'s inner store, under its
 /// changelog key (Kafka's window key); what is not an entry is not logged.
-pub(crate) fn log_write(inner: &[u8], value: Option<&[u8]>, log: &mut ChangelogBuffer) {
+fn log_write(inner: &[u8], value: Option<&[u8]>, log: &mut ChangelogBuffer) {
     if inner.len() < HEAD + 12 {
         return;
     }
@@ -114,6 +115,35 @@ pub(crate) fn log_write(inner: &[u8], value: Option<&[u8]>, log: &mut ChangelogB
     let n = rest.len() - 12;
     let start = time_of(&rest[n..n + 8]).to_be_bytes();
     log.push(&[&rest[..n], &start, &rest[n + 8..]], value);
+}
+
+/// The rules of window stores: Kafka's window keys in the changelog, which is compacted and
+/// deleted after the retention.
+pub(crate) struct WindowRules {
+    pub(crate) retention_ms: i64,
+}
+
+impl KindRules for WindowRules {
+    fn name(&self) -> &'static str {
+        "window"
+    }
+
+    fn retention_ms(&self) -> i64 {
+        self.retention_ms
+    }
+
+    fn changelog_configs(&self) -> Vec<(&'static str, String)> {
+        windowed_changelog_configs(self.retention_ms)
+    }
+
+    fn build(&self, name: &str, inner: Box<dyn BytesStore>, config: LayerConfig) -> StoreInstance {
+        StoreInstance::Window(Box::new(LayeredWindowStore::new(
+            name,
+            self.retention_ms,
+            inner,
+            config,
+        )))
+    }
 }
 
 /// A window store over its layers, its windows in segments of start times, by key then
@@ -157,7 +187,7 @@ impl LayeredWindowStore {
     ) -> Self {
         Self {
             name: name.into(),
-            time: Timeline::new(retention, inner, config, ChangelogKey::Window),
+            time: Timeline::new(retention, inner, config, ChangelogKeys::new(log_write)),
             key: Vec::new(),
             buffer: Vec::new(),
         }

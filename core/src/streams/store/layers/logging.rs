@@ -6,45 +6,49 @@ use std::ops::Bound;
 use super::{Checkpoint, StoreLayer};
 use crate::streams::store::changelog::{ChangelogBatch, ChangelogBuffer};
 use crate::streams::store::inner::Visit;
-use crate::streams::store::{session, window, UpdateBytes};
+use crate::streams::store::UpdateBytes;
 
-/// How a store's inner keys become changelog keys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChangelogKey {
-    /// A key-value store: the same key.
-    KeyValue,
-    /// A window store: Kafka's window key (`key | start | seq`) from the store's entries;
-    /// its index is not logged.
-    Window,
-    /// A session store: Kafka's session key (`key | end | start`) from the store's
-    /// entries; its index is not logged.
-    Session,
+/// How a kind of store's inner keys become its changelog's keys: each kind gives its own
+/// (see [`KindRules`](crate::streams::internals::KindRules)), so this layer knows none of
+/// them.
+#[derive(Clone, Copy)]
+pub struct ChangelogKeys(LogWrite);
+
+/// Records in the buffer the write of a value to an inner key, under its changelog key; what
+/// is not a record of the store (a window store's time, say) is not logged.
+type LogWrite = fn(&[u8], Option<&[u8]>, &mut ChangelogBuffer);
+
+impl std::fmt::Debug for ChangelogKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ChangelogKeys")
+    }
 }
 
-impl ChangelogKey {
-    /// Records in `log` the write of `value` to the inner key `key`, under its changelog
-    /// key (what is not a record of the store, such as a window store's time, is not
-    /// logged).
+impl ChangelogKeys {
+    /// A key-value store's: the inner key is the changelog key.
+    pub const SAME: ChangelogKeys = ChangelogKeys(|key, value, log| log.push(&[key], value));
+
+    /// The keys `log_write` writes.
+    pub(crate) const fn new(log_write: LogWrite) -> Self {
+        Self(log_write)
+    }
+
     #[inline]
     fn record(self, log: &mut ChangelogBuffer, key: &[u8], value: Option<&[u8]>) {
-        match self {
-            Self::KeyValue => log.push(&[key], value),
-            Self::Window => window::log_write(key, value, log),
-            Self::Session => session::log_write(key, value, log),
-        }
+        (self.0)(key, value, log)
     }
 }
 
 /// Records each write passing through for the changelog topic.
 pub struct ChangeLogging {
     below: Box<dyn StoreLayer>,
-    keys: ChangelogKey,
+    keys: ChangelogKeys,
     log: ChangelogBuffer,
 }
 
 impl ChangeLogging {
     /// Logs the writes to `below`, their keys in the layout `keys` gives.
-    pub fn new(below: Box<dyn StoreLayer>, keys: ChangelogKey) -> Self {
+    pub fn new(below: Box<dyn StoreLayer>, keys: ChangelogKeys) -> Self {
         Self {
             below,
             keys,

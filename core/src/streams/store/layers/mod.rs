@@ -14,7 +14,7 @@ mod write_buffer;
 use std::ops::Bound;
 
 pub use cache::{Flushed, RecordCache};
-pub use logging::{ChangeLogging, ChangelogKey};
+pub use logging::{ChangeLogging, ChangelogKeys};
 pub use write_buffer::WriteBuffer;
 
 use self::restored::RestoreBatch;
@@ -171,7 +171,7 @@ impl LayerConfig {
 
     /// The layers of `config` over `inner`, bottom to top: write buffer, change-logging
     /// (changelog keys in the layout `keys`), record cache.
-    pub fn build(self, inner: Box<dyn BytesStore>, keys: ChangelogKey) -> Box<dyn StoreLayer> {
+    pub fn build(self, inner: Box<dyn BytesStore>, keys: ChangelogKeys) -> Box<dyn StoreLayer> {
         let mut store: Box<dyn StoreLayer> = if self.write_buffer {
             Box::new(WriteBuffer::new(inner))
         } else {

@@ -96,7 +96,7 @@ fn run(config: LayerConfig, ops: &[Op]) -> Result<Run, TestCaseError> {
 /// [`run`] over `inner`.
 fn run_over(config: LayerConfig, ops: &[Op], inner: Shared) -> Result<Run, TestCaseError> {
     let later = inner.is_later();
-    let mut store = config.build(Box::new(inner.clone()), ChangelogKey::KeyValue);
+    let mut store = config.build(Box::new(inner.clone()), ChangelogKeys::SAME);
     let mut model = Model::new();
     let mut committed = Model::new();
     let mut checkpointed = Model::new();
@@ -236,7 +236,7 @@ proptest! {
             for write_buffer in [false, true] {
                 let inner = Shared::default();
                 let mut rebuilt = LayerConfig { write_buffer, ..LayerConfig::default() }
-                    .build(Box::new(inner.clone()), ChangelogKey::KeyValue);
+                    .build(Box::new(inner.clone()), ChangelogKeys::SAME);
                 for record in &changelog {
                     rebuilt.restore(&record.key, record.value.as_deref());
                 }
@@ -349,7 +349,7 @@ fn the_cache_sends_a_key_down_once_however_often_it_changes() {
         cache_max_bytes: 10_000,
         write_buffer: false,
     };
-    let mut store = config.build(Box::new(inner.clone()), ChangelogKey::KeyValue);
+    let mut store = config.build(Box::new(inner.clone()), ChangelogKeys::SAME);
     for i in 0..1_000u32 {
         store.put(b"hot", Some(&i.to_be_bytes()));
         store.put(&i.to_be_bytes(), Some(b"cold"));
@@ -379,7 +379,7 @@ fn an_unlogged_write_sends_a_pending_cached_write_down_first() {
         write_buffer: false,
     };
     let inner = Shared::default();
-    let mut store = config.build(Box::new(inner.clone()), ChangelogKey::KeyValue);
+    let mut store = config.build(Box::new(inner.clone()), ChangelogKeys::SAME);
     store.put(b"k", Some(b"v"));
     store.put_unlogged(b"k", None);
     let changelog = store.take_changelog();
@@ -396,7 +396,7 @@ fn a_write_buffer_keeps_restored_writes_under_the_open_interval_and_off_a_busy_i
         write_buffer: true,
     };
     let inner = Shared::gated();
-    let mut store = config.build(Box::new(inner.clone()), ChangelogKey::KeyValue);
+    let mut store = config.build(Box::new(inner.clone()), ChangelogKeys::SAME);
     let get = |store: &dyn StoreLayer, key: &[u8]| {
         let mut out = Vec::new();
         store.get_into(key, &mut out).then_some(out)
