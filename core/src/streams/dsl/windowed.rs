@@ -143,16 +143,15 @@ impl<K: Data, V: Data> TimeWindowedKStream<K, V> {
                 &materialized,
                 kind,
                 true,
-                move |store, flag| TimeWindowAggregate {
-                    store,
-                    nulls: nulls.clone(),
-                    windows: w,
-                    fold: fold.clone(),
-                    send_old_values: flag,
-                    observed: -1,
-                    handle: None,
-                    emit_final,
-                    forwarded_at_flush: false,
+                move |store, flag| {
+                    TimeWindowAggregate::new(
+                        store,
+                        nulls.clone(),
+                        w,
+                        fold.clone(),
+                        flag,
+                        emit_final,
+                    )
                 },
             ),
             WindowSpec::Sliding(w) => self.grouped.aggregate_node(
@@ -160,16 +159,15 @@ impl<K: Data, V: Data> TimeWindowedKStream<K, V> {
                 &materialized,
                 kind,
                 true,
-                move |store, flag| SlidingWindowAggregate {
-                    store,
-                    nulls: nulls.clone(),
-                    windows: w,
-                    fold: fold.clone(),
-                    send_old_values: flag,
-                    observed: -1,
-                    handle: None,
-                    emit_final,
-                    forwarded_at_flush: false,
+                move |store, flag| {
+                    SlidingWindowAggregate::new(
+                        store,
+                        nulls.clone(),
+                        w,
+                        fold.clone(),
+                        flag,
+                        emit_final,
+                    )
                 },
             ),
         };

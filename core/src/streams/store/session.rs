@@ -108,14 +108,10 @@ pub fn parse_session_store_key(bytes: &Bytes) -> Result<(Bytes, Window), SerdeEr
 /// Records in `log` a write of an entry of [`LayeredSessionStore`]'s inner store, under its
 /// changelog key (Kafka's session key); what is not an entry is not logged.
 fn log_write(inner: &[u8], value: Option<&[u8]>, log: &mut ChangelogBuffer) {
-    if inner.len() < HEAD + 16 {
-        return;
+    if let Some((key, session)) = session_of(inner) {
+        let (end, start) = (session.end.to_be_bytes(), session.start.to_be_bytes());
+        log.push(&[key, &end, &start], value);
     }
-    let rest = &inner[HEAD..];
-    let n = rest.len() - 16;
-    let end = time_of(&rest[n..n + 8]).to_be_bytes();
-    let start = time_of(&rest[n + 8..]).to_be_bytes();
-    log.push(&[&rest[..n], &end, &start], value);
 }
 
 /// The rules of session stores: Kafka's session keys in the changelog, which is compacted and

@@ -108,13 +108,9 @@ pub fn parse_window_store_key(bytes: &Bytes) -> Result<(Bytes, Timestamp, u32), 
 /// Records in `log` a write of an entry of [`LayeredWindowStore`]'s inner store, under its
 /// changelog key (Kafka's window key); what is not an entry is not logged.
 fn log_write(inner: &[u8], value: Option<&[u8]>, log: &mut ChangelogBuffer) {
-    if inner.len() < HEAD + 12 {
-        return;
+    if let Some((key, start, seq)) = window_of(inner) {
+        log.push(&[key, &start.to_be_bytes(), &seq.to_be_bytes()], value);
     }
-    let rest = &inner[HEAD..];
-    let n = rest.len() - 12;
-    let start = time_of(&rest[n..n + 8]).to_be_bytes();
-    log.push(&[&rest[..n], &start, &rest[n + 8..]], value);
 }
 
 /// The rules of window stores: Kafka's window keys in the changelog, which is compacted and

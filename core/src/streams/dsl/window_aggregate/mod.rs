@@ -18,7 +18,12 @@ pub(crate) use session::{Merger, SessionWindowAggregate};
 pub(crate) use sliding::SlidingWindowAggregate;
 pub(crate) use time::TimeWindowAggregate;
 
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use super::aggregate::Fold;
 use super::emit_final::EmitFinal;
+use super::nulls::Nulls;
 use crate::log::Timestamp;
 use crate::streams::processor::{Data, ProcessorContext, WindowStoreHandle};
 use crate::streams::record::{Change, Record};
@@ -26,6 +31,48 @@ use crate::streams::store::ValueAndTimestamp;
 use crate::streams::windowed::Windowed;
 use crate::streams::windows::Window;
 use crate::streams::StreamsError;
+
+/// A windowed aggregation's processor over a window store, in windows `W`: time windows
+/// ([`TimeWindowAggregate`]) or sliding windows ([`SlidingWindowAggregate`]), whose
+/// processing is each one's own.
+pub(crate) struct WindowAggregate<K, V, VA, W> {
+    pub(crate) store: String,
+    /// Null keys (and, where Kafka skips them, null values) are skipped.
+    pub(crate) nulls: (Nulls<K>, Nulls<V>),
+    pub(crate) windows: W,
+    pub(crate) fold: Fold<K, V, VA>,
+    pub(crate) send_old_values: Arc<AtomicBool>,
+    pub(crate) observed: Timestamp,
+    pub(crate) handle: Option<WindowStoreHandle<K, ValueAndTimestamp<VA>>>,
+    /// Emit each window once, when it closes, instead of every update.
+    pub(crate) emit_final: Option<EmitFinal>,
+    /// Whether the store's record cache forwards the updates, when it sends them down.
+    pub(crate) forwarded_at_flush: bool,
+}
+
+impl<K, V, VA, W> WindowAggregate<K, V, VA, W> {
+    /// The aggregation into `store` in `windows`, before it has seen a record.
+    pub(crate) fn new(
+        store: String,
+        nulls: (Nulls<K>, Nulls<V>),
+        windows: W,
+        fold: Fold<K, V, VA>,
+        send_old_values: Arc<AtomicBool>,
+        emit_final: Option<EmitFinal>,
+    ) -> Self {
+        Self {
+            store,
+            nulls,
+            windows,
+            fold,
+            send_old_values,
+            observed: -1,
+            handle: None,
+            emit_final,
+            forwarded_at_flush: false,
+        }
+    }
+}
 
 /// The context of a windowed aggregation's processor.
 type Ctx<'a, 'b, K, VA> = &'a mut ProcessorContext<'b, Windowed<K>, Change<VA>>;

@@ -5,15 +5,11 @@
 //! starts at 0.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
-use super::{forward_closed_windows, Ctx};
+use super::{forward_closed_windows, Ctx, WindowAggregate};
 use crate::log::Timestamp;
-use crate::streams::dsl::aggregate::Fold;
-use crate::streams::dsl::emit_final::EmitFinal;
-use crate::streams::dsl::nulls::Nulls;
-use crate::streams::processor::{Data, Processor, WindowStoreHandle};
+use crate::streams::processor::{Data, Processor};
 use crate::streams::record::{Change, Record};
 use crate::streams::store::ValueAndTimestamp;
 use crate::streams::windowed::Windowed;
@@ -22,20 +18,7 @@ use crate::streams::StreamsError;
 
 /// Count, reduce or aggregate in sliding windows (Kafka's `KStreamSlidingWindowAggregate`,
 /// walking the windows from the latest back, as Kafka does with its stores).
-pub(crate) struct SlidingWindowAggregate<K, V, VA> {
-    pub(crate) store: String,
-    /// Null keys (and, where Kafka skips them, null values) are skipped.
-    pub(crate) nulls: (Nulls<K>, Nulls<V>),
-    pub(crate) windows: SlidingWindows,
-    pub(crate) fold: Fold<K, V, VA>,
-    pub(crate) send_old_values: Arc<AtomicBool>,
-    pub(crate) observed: Timestamp,
-    pub(crate) handle: Option<WindowStoreHandle<K, ValueAndTimestamp<VA>>>,
-    /// Emit each window once, when it closes, instead of every update.
-    pub(crate) emit_final: Option<EmitFinal>,
-    /// Whether the store's record cache forwards the updates, when it sends them down.
-    pub(crate) forwarded_at_flush: bool,
-}
+pub(crate) type SlidingWindowAggregate<K, V, VA> = WindowAggregate<K, V, VA, SlidingWindows>;
 
 type Stored<VA> = ValueAndTimestamp<VA>;
 

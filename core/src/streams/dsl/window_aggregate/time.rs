@@ -1,15 +1,11 @@
 //! Count, reduce or aggregate in time windows (tumbling and hopping): the record goes into
 //! every window holding it that has not closed.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
-use super::{forward_closed_windows, Ctx};
+use super::{forward_closed_windows, Ctx, WindowAggregate};
 use crate::log::Timestamp;
-use crate::streams::dsl::aggregate::Fold;
-use crate::streams::dsl::emit_final::EmitFinal;
-use crate::streams::dsl::nulls::Nulls;
-use crate::streams::processor::{Data, Processor, WindowStoreHandle};
+use crate::streams::processor::{Data, Processor};
 use crate::streams::record::{Change, Record};
 use crate::streams::store::ValueAndTimestamp;
 use crate::streams::windowed::Windowed;
@@ -17,20 +13,7 @@ use crate::streams::windows::{TimeWindows, Window};
 use crate::streams::StreamsError;
 
 /// Count, reduce or aggregate in time windows.
-pub(crate) struct TimeWindowAggregate<K, V, VA> {
-    pub(crate) store: String,
-    /// Null keys (and, where Kafka skips them, null values) are skipped.
-    pub(crate) nulls: (Nulls<K>, Nulls<V>),
-    pub(crate) windows: TimeWindows,
-    pub(crate) fold: Fold<K, V, VA>,
-    pub(crate) send_old_values: Arc<AtomicBool>,
-    pub(crate) observed: Timestamp,
-    pub(crate) handle: Option<WindowStoreHandle<K, ValueAndTimestamp<VA>>>,
-    /// Emit each window once, when it closes, instead of every update.
-    pub(crate) emit_final: Option<EmitFinal>,
-    /// Whether the store's record cache forwards the updates, when it sends them down.
-    pub(crate) forwarded_at_flush: bool,
-}
+pub(crate) type TimeWindowAggregate<K, V, VA> = WindowAggregate<K, V, VA, TimeWindows>;
 
 impl<K: Data, V: Data, VA: Data> TimeWindowAggregate<K, V, VA> {
     /// Kafka's `maybeForwardFinalResult` for time windows: those that closed since the last
