@@ -142,9 +142,21 @@ async fn a_second_producer_with_the_same_transactional_id_fences_the_first() {
     second.init_transactions().await.unwrap();
     // The first producer's open transaction was aborted, and it can do nothing more.
     let commit = first.commit_transaction().await;
-    assert!(matches!(commit, Err(ClientError::Fenced(_))), "{commit:?}");
+    let Err(ClientError::Fenced { source }) = &commit else {
+        panic!("{commit:?}");
+    };
+    // How the coordinator said so is kept: an older epoch (INVALID_PRODUCER_EPOCH) or
+    // PRODUCER_FENCED, by the version it speaks.
+    assert!(
+        matches!(source.code(), Some(47 | 90)),
+        "the broker's refusal: {source:?}"
+    );
+    assert!(std::error::Error::source(commit.as_ref().unwrap_err()).is_some());
     let again = first.begin_transaction();
-    assert!(matches!(again, Err(ClientError::Fenced(_))), "{again:?}");
+    assert!(
+        matches!(again, Err(ClientError::Fenced { .. })),
+        "{again:?}"
+    );
     second.begin_transaction().unwrap();
     second
         .send(ProducerRecord::new(&topic, "from the second"))

@@ -135,7 +135,9 @@ impl Cluster {
             }
             if let Some(&(not_before, _)) = state.backoff.get(addr) {
                 if Instant::now() < not_before {
-                    return Err(ClientError::Disconnected(addr.to_string()));
+                    return Err(ClientError::Disconnected {
+                        addr: addr.to_string(),
+                    });
                 }
             }
         }
@@ -331,9 +333,7 @@ impl Cluster {
             Some(addr) => self.connection(&addr, route).await,
             None => {
                 self.mark_stale();
-                Err(ClientError::Disconnected(format!(
-                    "broker {node} (not in the metadata)"
-                )))
+                Err(ClientError::NotConnected { node })
             }
         }
     }
@@ -612,7 +612,8 @@ impl Cluster {
                 || matches!(
                     e,
                     ClientError::Io { .. }
-                        | ClientError::Disconnected(_)
+                        | ClientError::Disconnected { .. }
+                        | ClientError::NotConnected { .. }
                         | ClientError::TimedOut(_)
                 )
             {

@@ -188,7 +188,9 @@ impl Connection {
     ) -> Result<impl std::future::Future<Output = Result<R::Response, ClientError>>, ClientError>
     {
         if self.is_closed() {
-            return Err(ClientError::Disconnected(self.addr.clone()));
+            return Err(ClientError::Disconnected {
+                addr: self.addr.clone(),
+            });
         }
         let EncodedRequest {
             mut frame, version, ..
@@ -200,7 +202,9 @@ impl Connection {
         self.outgoing
             .send((frame.freeze(), Some((correlation_id, respond))))
             .await
-            .map_err(|_| ClientError::Disconnected(self.addr.clone()))?;
+            .map_err(|_| ClientError::Disconnected {
+                addr: self.addr.clone(),
+            })?;
         let addr = self.addr.clone();
         Ok(async move {
             let protocol = |reason: String| ClientError::Protocol {
@@ -209,7 +213,7 @@ impl Connection {
             };
             let mut body = response
                 .await
-                .map_err(|_| ClientError::Disconnected(addr.clone()))??;
+                .map_err(|_| ClientError::Disconnected { addr: addr.clone() })??;
             let header = ResponseHeader::decode(&mut body, R::Response::header_version(version))
                 .map_err(|e| protocol(e.to_string()))?;
             if header.correlation_id != correlation_id {
@@ -237,7 +241,9 @@ impl Connection {
         self.outgoing
             .send((frame.freeze(), None))
             .await
-            .map_err(|_| ClientError::Disconnected(self.addr.clone()))
+            .map_err(|_| ClientError::Disconnected {
+                addr: self.addr.clone(),
+            })
     }
 }
 
@@ -261,7 +267,7 @@ async fn write_requests(
             let mut pending = lock(&in_flight);
             if pending.closed {
                 if let Some((_, respond)) = waiter {
-                    let _ = respond.send(Err(ClientError::Disconnected(addr.clone())));
+                    let _ = respond.send(Err(ClientError::Disconnected { addr: addr.clone() }));
                 }
                 continue;
             }

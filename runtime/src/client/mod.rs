@@ -52,8 +52,18 @@ pub enum ClientError {
         source: std::sync::Arc<std::io::Error>,
     },
     /// The broker closed the connection before answering.
-    #[error("the connection to {0} closed before the response arrived")]
-    Disconnected(String),
+    #[error("the connection to {addr} closed before the response arrived")]
+    Disconnected {
+        /// The broker's address.
+        addr: String,
+    },
+    /// No connection to broker `node` is open: it is not in the cluster's metadata, or the
+    /// connection to it is still being made.
+    #[error("no connection to broker {node} is open yet")]
+    NotConnected {
+        /// The broker's node id.
+        node: i32,
+    },
     /// The broker answered with an error code.
     #[error("{what} refused by {addr}: {}", error_name(*code))]
     Refused {
@@ -83,17 +93,42 @@ pub enum ClientError {
     #[error("{0}")]
     State(String),
     /// Another producer with the same `transactional.id` (or a newer epoch of this one) took
-    /// over: this producer can do nothing more and must be closed.
-    #[error("producer fenced: {0}")]
-    Fenced(String),
-    /// The current transaction cannot commit; abort it and begin another.
-    #[error("the transaction must be aborted: {0}")]
-    Abortable(String),
+    /// over (Kafka's `ProducerFencedException`): this producer can do nothing more and must
+    /// be closed. `source` is how the broker said so.
+    #[error("producer fenced: {source}")]
+    Fenced {
+        /// The broker's refusal.
+        source: Box<ClientError>,
+    },
+    /// Another member joined the group with this consumer's `group.instance.id` (Kafka's
+    /// `FencedInstanceIdException`): this consumer can do nothing more in the group.
+    #[error("another member joined group {group} with group.instance.id {instance_id}")]
+    FencedInstanceId {
+        /// The group.
+        group: String,
+        /// The static member's id.
+        instance_id: String,
+    },
+    /// The current transaction cannot commit; abort it and begin another. `source` is what
+    /// went wrong in it.
+    #[error("the transaction must be aborted: {source}")]
+    Abortable {
+        /// The failure that made the transaction unable to commit.
+        source: Box<ClientError>,
+    },
+    /// A record was not sent because its transaction was aborted (Kafka's
+    /// `TransactionAbortedException`).
+    #[error("the transaction was aborted before the record was sent")]
+    TransactionAborted,
     /// Offsets were refused because the group rebalanced since the committing member's
     /// generation (Kafka's `CommitFailedException`): its partitions may have moved. A
-    /// transaction carrying them must be aborted; the member rejoins.
-    #[error("commit refused, the group rebalanced: {0}")]
-    CommitFailed(String),
+    /// transaction carrying them must be aborted; the member rejoins. `source` is the
+    /// broker's refusal.
+    #[error("commit refused, the group rebalanced: {source}")]
+    CommitFailed {
+        /// The broker's refusal.
+        source: Box<ClientError>,
+    },
     /// A record is larger than the producer sends in one request (Kafka's
     /// `RecordTooLargeException`); it was not sent.
     #[error("a record of {size} bytes is larger than max.request.size ({max})")]
@@ -113,7 +148,10 @@ impl ClientError {
     /// errors Kafka calls retriable (no leader yet, coordinator loading, …).
     pub fn is_retriable(&self) -> bool {
         match self {
-            Self::Io { .. } | Self::Disconnected(_) | Self::TimedOut(_) => true,
+            Self::Io { .. }
+            | Self::Disconnected { .. }
+            | Self::NotConnected { .. }
+            | Self::TimedOut(_) => true,
             Self::Refused { code, .. } => retriable(*code),
             _ => false,
         }
@@ -124,6 +162,21 @@ impl ClientError {
         match self {
             Self::Refused { code, .. } => Some(*code),
             _ => None,
+        }
+    }
+
+    /// What a transaction's failure becomes for its caller: a fenced producer, a refused
+    /// offset commit, an abortable transaction or an aborted one stay what they are; any
+    /// other error makes the transaction abortable, kept as the source.
+    pub(crate) fn in_transaction(self) -> ClientError {
+        match self {
+            e @ (Self::Fenced { .. }
+            | Self::Abortable { .. }
+            | Self::CommitFailed { .. }
+            | Self::TransactionAborted) => e,
+            other => Self::Abortable {
+                source: Box::new(other),
+            },
         }
     }
 
@@ -144,5 +197,48 @@ fn error_name(code: i16) -> String {
     match ResponseError::try_from_code(code) {
         Some(e) => format!("{e} (error {code})"),
         None => "no error".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+
+    use super::ClientError;
+
+    #[test]
+    fn a_failure_inside_a_transaction_keeps_what_went_wrong_as_its_source() {
+        let refused = ClientError::Refused {
+            addr: "b:9092".into(),
+            what: "Produce".into(),
+            code: 87, // INVALID_RECORD
+        };
+        let abortable = refused.clone().in_transaction();
+        let ClientError::Abortable { source } = &abortable else {
+            panic!("{abortable:?}");
+        };
+        assert_eq!(source.code(), Some(87));
+        assert_eq!(
+            abortable.source().map(|s| s.to_string()),
+            Some(refused.to_string())
+        );
+        // What already says what to do stays as it is, not wrapped again.
+        assert!(matches!(
+            abortable.clone().in_transaction(),
+            ClientError::Abortable { source } if source.code() == Some(87)
+        ));
+        let fenced = ClientError::Fenced {
+            source: Box::new(refused),
+        };
+        assert!(matches!(
+            fenced.in_transaction(),
+            ClientError::Fenced { .. }
+        ));
+        assert!(matches!(
+            ClientError::TransactionAborted.in_transaction(),
+            ClientError::TransactionAborted
+        ));
+        assert!(ClientError::NotConnected { node: 3 }.is_retriable());
+        assert!(!abortable.is_retriable());
     }
 }

@@ -32,11 +32,15 @@ pub(super) fn tasks_migrated(error: &ThreadError) -> bool {
     let ThreadError::Client(e) = error else {
         return false;
     };
-    matches!(e, ClientError::Fenced(_) | ClientError::CommitFailed(_))
-        || matches!(
-            e.error(),
-            Some(IllegalGeneration | UnknownMemberId | RebalanceInProgress | FencedInstanceId)
-        )
+    matches!(
+        e,
+        ClientError::Fenced { .. }
+            | ClientError::FencedInstanceId { .. }
+            | ClientError::CommitFailed { .. }
+    ) || matches!(
+        e.error(),
+        Some(IllegalGeneration | UnknownMemberId | RebalanceInProgress | FencedInstanceId)
+    )
 }
 
 /// How often a member with warmups measures how far behind they are.

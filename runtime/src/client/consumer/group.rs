@@ -182,10 +182,10 @@ impl Membership {
                 .forget_coordinator(CoordinatorType::Group, &self.group_id);
         }
         if error == Some(FencedInstanceId) {
-            let e = ClientError::Fenced(format!(
-                "another member joined group {} with group.instance.id {:?}",
-                self.group_id, self.config.group_instance_id
-            ));
+            let e = ClientError::FencedInstanceId {
+                group: self.group_id.clone(),
+                instance_id: self.config.group_instance_id.clone().unwrap_or_default(),
+            };
             self.state().fatal = Some(e.clone());
             return e;
         }
@@ -533,10 +533,10 @@ impl Heartbeat {
                 Some(FencedInstanceId) => {
                     let mut s = self.state();
                     s.stable = false;
-                    s.fatal = Some(ClientError::Fenced(format!(
-                        "another member joined group {} with group.instance.id {:?}",
-                        self.group_id, self.instance_id
-                    )));
+                    s.fatal = Some(ClientError::FencedInstanceId {
+                        group: self.group_id.clone(),
+                        instance_id: self.instance_id.clone().unwrap_or_default(),
+                    });
                     drop(s);
                     self.wake.notify_one();
                     return;

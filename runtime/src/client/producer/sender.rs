@@ -321,7 +321,7 @@ async fn dispatch(
     let request = produce_request(shared, &batches);
     // Never wait for a connection here: that would hold up every other broker's batches.
     let Some(broker) = shared.cluster.connected(node) else {
-        let e = ClientError::Disconnected(format!("broker {node} (connecting)"));
+        let e = ClientError::NotConnected { node };
         in_flight.push(Box::pin(async move { (batches, Err(e)) }));
         return;
     };
@@ -483,7 +483,9 @@ fn settle(shared: &Shared, (batches, answer): Answer) {
         }
         let fenced = matches!(refusal, Some(ProducerFenced | InvalidProducerEpoch));
         let error = match (&shared.transaction, fenced) {
-            (Some(_), true) => ClientError::Fenced(error.to_string()),
+            (Some(_), true) => ClientError::Fenced {
+                source: Box::new(error),
+            },
             _ => error,
         };
         if batch.sequence.is_some() && shared.transaction.is_none() {

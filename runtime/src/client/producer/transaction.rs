@@ -119,16 +119,12 @@ impl Transaction {
             return;
         }
         match error {
-            ClientError::Fenced(_) => {
+            ClientError::Fenced { .. } => {
                 self.state = State::Fatal;
                 self.error = Some(error);
             }
-            ClientError::Abortable(_) | ClientError::CommitFailed(_) => {
-                self.error.get_or_insert(error);
-            }
             other => {
-                self.error
-                    .get_or_insert(ClientError::Abortable(other.to_string()));
+                self.error.get_or_insert(other.in_transaction());
             }
         }
     }
@@ -143,14 +139,16 @@ fn txn_error(what: &str, code: i16, broker: &crate::client::cluster::Broker) -> 
     };
     match ResponseError::try_from_code(code) {
         Some(ProducerFenced | InvalidProducerEpoch | TransactionalIdAuthorizationFailed) => {
-            ClientError::Fenced(refused.to_string())
+            ClientError::Fenced {
+                source: Box::new(refused),
+            }
         }
-        Some(IllegalGeneration | UnknownMemberId | FencedInstanceId) => {
-            ClientError::CommitFailed(refused.to_string())
-        }
+        Some(IllegalGeneration | UnknownMemberId | FencedInstanceId) => ClientError::CommitFailed {
+            source: Box::new(refused),
+        },
         Some(ConcurrentTransactions | OperationNotAttempted) => refused,
         _ if refused.is_retriable() => refused,
-        _ => ClientError::Abortable(refused.to_string()),
+        _ => refused.in_transaction(),
     }
 }
 
@@ -180,13 +178,12 @@ pub(super) async fn add_registered_partitions(shared: &Shared) -> Result<(), Cli
     }
     let (id, failed) = {
         let txn = shared.transaction().expect("transactional");
-        (txn.id.clone(), txn.error.is_some())
+        (txn.id.clone(), txn.error.clone())
     };
     let producer = shared.producer_id();
-    let outcome = if failed {
-        Err(ClientError::Abortable(
-            "the transaction failed earlier".into(),
-        ))
+    let outcome = if let Some(earlier) = failed {
+        // The transaction failed earlier: it cannot take partitions now.
+        Err(earlier.in_transaction())
     } else {
         let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
         for (topic, p) in &pending {
@@ -244,12 +241,7 @@ pub(super) async fn add_registered_partitions(shared: &Shared) -> Result<(), Cli
         }
         Err(error) => {
             // The partitions' batches can never be sent in this transaction.
-            let error = match error {
-                e @ (ClientError::Fenced(_)
-                | ClientError::Abortable(_)
-                | ClientError::CommitFailed(_)) => e,
-                other => ClientError::Abortable(other.to_string()),
-            };
+            let error = error.in_transaction();
             for (topic, p) in &pending {
                 if let Some(queue) = accumulator.queue(topic, *p) {
                     queue.membership = Membership::Outside;
@@ -358,7 +350,7 @@ impl Producer {
                 txn.state = State::Ready;
                 Ok(())
             }
-            Err(e @ ClientError::Fenced(_)) => {
+            Err(e @ ClientError::Fenced { .. }) => {
                 txn.fail(e.clone());
                 Err(e)
             }
@@ -370,7 +362,7 @@ impl Producer {
     /// bumped its epoch): it can do nothing more and must be replaced.
     pub fn is_fenced(&self) -> bool {
         self.txn_state().is_ok_and(|(state, error, _)| {
-            state == State::Fatal && matches!(error, Some(ClientError::Fenced(_)))
+            state == State::Fatal && matches!(error, Some(ClientError::Fenced { .. }))
         })
     }
 
@@ -490,12 +482,7 @@ impl Producer {
 
     /// Records `error` against the open transaction and returns it as the caller sees it.
     fn failed(&self, error: ClientError) -> ClientError {
-        let error = match error {
-            e @ (ClientError::Fenced(_)
-            | ClientError::Abortable(_)
-            | ClientError::CommitFailed(_)) => e,
-            other => ClientError::Abortable(other.to_string()),
-        };
+        let error = error.in_transaction();
         self.shared()
             .transaction()
             .expect("transactional")
@@ -551,7 +538,7 @@ impl Producer {
         }
         self.set_state(State::Ending);
         let shared = self.shared();
-        let aborted = ClientError::Abortable("the transaction was aborted".into());
+        let aborted = ClientError::TransactionAborted;
         let failed = {
             let mut accumulator = shared.accumulator();
             let partitions: Vec<(Arc<str>, i32)> = accumulator
@@ -593,10 +580,14 @@ impl Producer {
                     let response = shared.cluster.send(&broker, &request).await?;
                     match ResponseError::try_from_code(response.error_code) {
                         None => Ok(()),
-                        Some(InvalidTxnState) => Err(ClientError::Fenced(format!(
-                            "EndTxn: the coordinator's transaction state differs (error {})",
-                            InvalidTxnState.code()
-                        ))),
+                        // The coordinator's transaction state differs from this producer's.
+                        Some(InvalidTxnState) => Err(ClientError::Fenced {
+                            source: Box::new(ClientError::Refused {
+                                addr: broker.conn.addr().to_string(),
+                                what: "EndTxn".into(),
+                                code: InvalidTxnState.code(),
+                            }),
+                        }),
                         Some(e) => Err(txn_error("EndTxn", e.code(), &broker)),
                     }
                 }
@@ -604,7 +595,7 @@ impl Producer {
             .await;
             if let Err(e) = ended {
                 // Otherwise the caller may call again: EndTxn is safe to repeat.
-                if let ClientError::Fenced(_) = e {
+                if let ClientError::Fenced { .. } = e {
                     shared.transaction().expect("checked").fail(e.clone());
                 }
                 return Err(e);
