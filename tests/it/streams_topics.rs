@@ -2,16 +2,19 @@
 //! `EDDY_TEST_BOOTSTRAP` names: the compatibility suite runs this against Apache Kafka too):
 //! created at start with Kafka Streams' partitions and configs, left alone when they are
 //! right, refused when they are not; missing source topics and joined topics with other
-//! partition counts are clear errors.
+//! partition counts are clear errors. And the plan they come from (`eddy::app::topics::plan`),
+//! worked out without a broker from partition counts as a cluster would answer them.
 
 use std::time::Duration;
 
+use eddy::app::topics::{plan, InternalTopicSpec, TopicPlan};
 use eddy::app::{create_internal_topics, StartError, StreamsConfig, TopicError};
 use eddy::client::{Admin, NewTopic};
 use eddy::serde::{I64Serde, Nullable, StringSerde};
+use eddy::streams::internals::InternalTopicKind;
 use eddy::streams::windows::{JoinWindows, TimeWindows};
 use eddy::streams::{
-    Consumed, Grouped, Materialized, Produced, StreamJoined, StreamsBuilder, Topology,
+    Consumed, Grouped, Joined, Materialized, Produced, StreamJoined, StreamsBuilder, Topology,
 };
 use eddy_tests::TestBroker;
 
@@ -37,6 +40,22 @@ fn counts(clicks: &str) -> Topology {
         .group_by_key(Grouped::with(StringSerde, StringSerde))
         .windowed_by(TimeWindows::of_size_with_no_grace(Duration::from_secs(60)).unwrap())
         .count(Materialized::named("per-minute"));
+    builder.build().unwrap()
+}
+
+/// `orders` joined with `payments` within 5 s: inputs that must be co-partitioned.
+fn paid(orders: &str, payments: &str) -> Topology {
+    let builder = StreamsBuilder::new();
+    let windows = JoinWindows::of_time_difference_with_no_grace(Duration::from_secs(5)).unwrap();
+    builder
+        .stream(orders, strings())
+        .join(
+            builder.stream(payments, strings()),
+            |o: &String, p: &String| format!("{o}{p}"),
+            windows,
+            StreamJoined::with(StringSerde, StringSerde, StringSerde),
+        )
+        .to("paid", Produced::with(StringSerde, StringSerde));
     builder.build().unwrap()
 }
 
@@ -151,20 +170,9 @@ async fn missing_and_mismatched_source_topics_are_clear_errors() {
         .create_topics(&[NewTopic::new(&orders, 2), NewTopic::new(&payments, 3)])
         .await
         .unwrap();
-    let builder = StreamsBuilder::new();
-    let windows = JoinWindows::of_time_difference_with_no_grace(Duration::from_secs(5)).unwrap();
-    builder
-        .stream(&orders, strings())
-        .join(
-            builder.stream(&payments, strings()),
-            |o: &String, p: &String| format!("{o}{p}"),
-            windows,
-            StreamJoined::with(StringSerde, StringSerde, StringSerde),
-        )
-        .to("paid", Produced::with(StringSerde, StringSerde));
     let app = broker.unique("join-app");
     let error =
-        create_internal_topics(&admin, &builder.build().unwrap(), &StreamsConfig::new(&app))
+        create_internal_topics(&admin, &paid(&orders, &payments), &StreamsConfig::new(&app))
             .await
             .unwrap_err();
     assert_eq!(
@@ -177,4 +185,103 @@ async fn missing_and_mismatched_source_topics_are_clear_errors() {
     // Nothing was created for the application that could not start.
     let topics = admin.list_topics(false).await.unwrap();
     assert!(!topics.iter().any(|t| t.starts_with(&app)), "{topics:?}");
+}
+
+// The plan itself, without a broker: partition counts as the cluster would answer them.
+
+fn spec<'a>(plan: &'a TopicPlan, name: &str) -> &'a InternalTopicSpec {
+    plan.internal
+        .iter()
+        .find(|t| t.name == name)
+        .unwrap_or_else(|| panic!("no {name} in {:?}", plan.internal))
+}
+
+fn value<'a>(topic: &'a InternalTopicSpec, key: &str) -> &'a str {
+    &topic.configs.iter().find(|(k, _)| k == key).unwrap().1
+}
+
+#[test]
+fn the_plan_gives_internal_topics_kafka_streams_partitions_and_configs() {
+    let topology = counts("clicks");
+    let plan = plan(&topology, "app", |t| (t == "clicks").then_some(6)).unwrap();
+    let repartition = plan
+        .internal
+        .iter()
+        .find(|t| t.kind == InternalTopicKind::Repartition)
+        .unwrap();
+    assert!(repartition.name.starts_with("app-") && repartition.name.ends_with("-repartition"));
+    assert_eq!(repartition.partitions, 6);
+    assert_eq!(value(repartition, "cleanup.policy"), "delete");
+    assert_eq!(value(repartition, "retention.ms"), "-1");
+    let per_page = spec(&plan, "app-per-page-changelog");
+    assert_eq!(per_page.partitions, 6);
+    assert_eq!(value(per_page, "cleanup.policy"), "compact");
+    let per_minute = spec(&plan, "app-per-minute-changelog");
+    assert_eq!(value(per_minute, "cleanup.policy"), "compact,delete");
+    // The store's retention (the window, no grace) and a day.
+    assert_eq!(value(per_minute, "retention.ms"), "86460000");
+    assert!(plan.tasks.iter().all(|(_, n)| *n == 6), "{:?}", plan.tasks);
+    assert_eq!(plan.tasks.len(), topology.subtopologies().len());
+
+    let error = plan_of(&counts("clicks"), |_| None).unwrap_err();
+    assert_eq!(error, TopicError::MissingSources(vec!["clicks".into()]));
+    assert!(error.to_string().contains("source topics missing: clicks"));
+}
+
+fn plan_of(
+    topology: &Topology,
+    counts: impl Fn(&str) -> Option<i32>,
+) -> Result<TopicPlan, TopicError> {
+    plan(topology, "app", counts)
+}
+
+#[test]
+fn the_plan_refuses_joined_topics_with_other_partition_counts() {
+    let counts = |t: &str| match t {
+        "orders" => Some(4),
+        "payments" => Some(3),
+        _ => None,
+    };
+    let error = plan_of(&paid("orders", "payments"), counts).unwrap_err();
+    assert_eq!(
+        error,
+        TopicError::NotCopartitioned(vec![("orders".into(), 4), ("payments".into(), 3)])
+    );
+    let plan = plan_of(&paid("orders", "payments"), |_| Some(4)).unwrap();
+    assert_eq!(plan.tasks, [(0, 4)]);
+    // The join's window stores are logged with their retention and a day.
+    assert!(plan
+        .internal
+        .iter()
+        .all(|t| t.partitions == 4 && value(t, "cleanup.policy") == "compact,delete"));
+}
+
+#[test]
+fn the_plan_sizes_a_rekeyed_side_of_a_join_to_the_other() {
+    let builder = StreamsBuilder::new();
+    let users = builder.table("users", strings(), Materialized::named("users"));
+    builder
+        .stream("clicks", strings())
+        .select_key(|_k: &String, v: &String| v.clone())
+        .join_table(
+            &users,
+            |c: &String, u: &String| format!("{c}{u}"),
+            Joined::with(StringSerde, StringSerde),
+        )
+        .to("enriched", Produced::with(StringSerde, StringSerde));
+    let topology = builder.build().unwrap();
+    let counts = |t: &str| match t {
+        "clicks" => Some(8),
+        "users" => Some(2),
+        _ => None,
+    };
+    let plan = plan_of(&topology, counts).unwrap();
+    let repartition = plan
+        .internal
+        .iter()
+        .find(|t| t.kind == InternalTopicKind::Repartition)
+        .unwrap();
+    // Eight partitions upstream, but the table it joins has two.
+    assert_eq!(repartition.partitions, 2);
+    assert_eq!(spec(&plan, "app-users-changelog").partitions, 2);
 }

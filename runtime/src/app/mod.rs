@@ -7,8 +7,6 @@
 
 pub(crate) mod assignor;
 mod config;
-#[cfg(test)]
-mod fixtures;
 pub mod metrics;
 mod progress;
 pub mod query;

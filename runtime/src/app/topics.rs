@@ -207,6 +207,3 @@ fn configs(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
 }
-
-#[cfg(test)]
-mod tests;

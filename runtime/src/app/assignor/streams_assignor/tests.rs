@@ -1,5 +1,8 @@
+use std::time::Duration;
+
 use eddy_core::serde::{I64Serde, Nullable, StringSerde};
-use eddy_core::streams::{Consumed, Grouped, Materialized, Produced, StreamsBuilder};
+use eddy_core::streams::windows::JoinWindows;
+use eddy_core::streams::{Consumed, Grouped, Materialized, Produced, StreamJoined, StreamsBuilder};
 
 use super::*;
 
@@ -9,10 +12,20 @@ const CONFIG: PlacementConfig = PlacementConfig {
     max_warmup_replicas: 2,
 };
 
-/// Orders joined with payments (co-partitioned), then counted per customer after a re-key.
+/// Orders joined with payments within 5 s (inputs that must be co-partitioned), then
+/// counted per customer after a re-key.
 fn topology() -> Arc<Topology> {
     let builder = StreamsBuilder::new();
-    crate::app::fixtures::orders_joined_with_payments(&builder)
+    let strings = || Consumed::with(StringSerde, StringSerde);
+    let windows = JoinWindows::of_time_difference_with_no_grace(Duration::from_secs(5)).unwrap();
+    builder
+        .stream("orders", strings())
+        .join(
+            builder.stream("payments", strings()),
+            |o: &String, p: &String| format!("{o}{p}"),
+            windows,
+            StreamJoined::with(StringSerde, StringSerde, StringSerde),
+        )
         .select_key(|_k: &String, v: &String| v.clone())
         .group_by_key(Grouped::with(StringSerde, StringSerde))
         .count(Materialized::named("per-customer"))
