@@ -77,13 +77,14 @@ impl TaskManager {
     async fn new_task(&mut self, id: TaskId) -> Result<StreamTask, ThreadError> {
         let stores = self.stores.clone();
         let name = id.to_string();
+        let dir = self.stores.task_dir(&name);
         crate::blocking::unblocked(move || stores.open_task(&name))
             .await
             .map_err(|e| ThreadError::Task {
                 task: id,
                 source: StreamsError::Store {
                     store: format!("the database of task {id}"),
-                    reason: e.to_string(),
+                    reason: format!("could not be opened under {}: {e}", dir.display()),
                 },
             })?;
         let mut task_config = TaskConfig::new(self.config.application_id.clone());
