@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use eddy::app::{Bootstrap, ProcessingGuarantee, State, Streams, StreamsConfig};
+use eddy::app::{Bootstrap, ProcessingGuarantee, StartError, State, Streams, StreamsConfig};
 use eddy::client::{Producer, ProducerConfig, ProducerRecord};
 use eddy::serde::{I64Serde, Nullable, StringSerde};
 use eddy::streams::{Consumed, Grouped, Materialized, Produced, StreamsBuilder, Topology};
@@ -111,6 +111,12 @@ async fn counts_run_restart_and_restore(guarantee: ProcessingGuarantee) {
     streams.set_state_listener(move |new, old| log.lock().unwrap().push((old, new)));
     streams.start().await.unwrap();
     wait_for_state(&streams, State::Running).await;
+    // An application starts once.
+    let again = streams.start().await.unwrap_err();
+    assert!(
+        matches!(again, StartError::NotCreated(State::Running)),
+        "{again}"
+    );
     produce(&broker, &input, &["a", "b", "a", "c", "a", "b"]).await;
     let mut expected = BTreeMap::from([
         ("a".to_string(), 3),

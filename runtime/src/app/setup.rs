@@ -33,6 +33,17 @@ pub enum StartError {
     /// The cluster could not be asked or did not do what was asked.
     #[error(transparent)]
     Client(#[from] ClientError),
+    /// The application was started already (it is in this state).
+    #[error("the application is {0:?}, not created: it starts once")]
+    NotCreated(super::State),
+    /// The application's state directory (or the embedded broker's log in it) cannot be used.
+    #[error("the state directory {}: {source}", dir.display())]
+    StateDir {
+        /// The directory.
+        dir: std::path::PathBuf,
+        /// What the file system said.
+        source: std::io::Error,
+    },
 }
 
 /// Works out the application's topics from what the cluster holds, creates the internal

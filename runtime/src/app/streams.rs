@@ -206,10 +206,7 @@ impl Streams {
     /// background ([`State::Rebalancing`], then [`State::Running`]).
     pub async fn start(&mut self) -> Result<(), StartError> {
         if self.state() != State::Created {
-            return Err(StartError::Client(ClientError::State(format!(
-                "the application is {:?}, not created",
-                self.state()
-            ))));
+            return Err(StartError::NotCreated(self.state()));
         }
         let dir = self.config.application_state_dir();
         let bootstrap = match &self.config.bootstrap {
@@ -231,11 +228,9 @@ impl Streams {
         };
         let on_disk_sums = thread::on_disk_sums(on_disk);
         let (shutdown, watch) = watch::channel(false);
-        let process = process_id(&dir).map_err(|e| {
-            StartError::Client(ClientError::State(format!(
-                "the state directory {}: {e}",
-                dir.display()
-            )))
+        let process = process_id(&dir).map_err(|source| StartError::StateDir {
+            dir: dir.clone(),
+            source,
         })?;
         self.shared.set(State::Rebalancing);
         let hosted = Arc::new(Hosted::default());
@@ -276,13 +271,10 @@ impl Streams {
     /// step), and returns its address.
     #[cfg(feature = "embedded")]
     async fn start_embedded(&mut self, dir: &Path) -> Result<String, StartError> {
-        let broker = EmbeddedBroker::start_in(dir.join("broker"))
+        let log = dir.join("broker");
+        let broker = EmbeddedBroker::start_in(&log)
             .await
-            .map_err(|e| {
-                StartError::Client(ClientError::State(format!(
-                    "starting the embedded broker: {e}"
-                )))
-            })?;
+            .map_err(|source| StartError::StateDir { dir: log, source })?;
         let bootstrap = broker.bootstrap();
         self.embedded = Some(broker);
         Ok(bootstrap)

@@ -22,6 +22,18 @@ pub(crate) const HEAD: usize = 4;
 /// The shortest segment of Kafka's segmented stores, in ms.
 const MIN_SEGMENT_INTERVAL_MS: i64 = 60_000;
 
+/// The entries of `all` that `keep` keeps, in the order `order` gives: what the time-ordered
+/// reads of window and session stores return (the entries are few: those due to be emitted).
+pub(crate) fn in_order<T, O: Ord>(
+    all: Vec<T>,
+    keep: impl Fn(&T) -> bool,
+    order: impl Fn(&T) -> O,
+) -> Vec<T> {
+    let mut kept: Vec<T> = all.into_iter().filter(|t| keep(t)).collect();
+    kept.sort_by_cached_key(order);
+    kept
+}
+
 /// `time` as 8 bytes that order as the times do.
 #[inline]
 pub(crate) fn ordered(time: Timestamp) -> [u8; 8] {

@@ -18,7 +18,9 @@ use super::changelog::ChangelogBuffer;
 use super::inner::{BytesStore, InMemoryBytesStore};
 use super::kind::{windowed_changelog_configs, KindRules};
 use super::layers::{ChangelogKeys, LayerConfig, StoreLayer};
-use super::layout::{ordered, segment_start, time_of, with_key, write_key, Origin, Timeline, HEAD};
+use super::layout::{
+    in_order, ordered, segment_start, time_of, with_key, write_key, Origin, Timeline, HEAD,
+};
 use super::{ChangelogRecord, StoreInstance};
 use crate::log::Timestamp;
 use crate::serde::SerdeError;
@@ -54,13 +56,11 @@ pub trait SessionBytesStore: Send {
         earliest_end: Timestamp,
         latest_end: Timestamp,
     ) -> Vec<(Bytes, Window, Bytes)> {
-        let mut sessions: Vec<_> = self
-            .all()
-            .into_iter()
-            .filter(|(_, w, _)| (earliest_end..=latest_end).contains(&w.end))
-            .collect();
-        sessions.sort_by(|a, b| (a.1.end, a.1.start, &a.0).cmp(&(b.1.end, b.1.start, &b.0)));
-        sessions
+        in_order(
+            self.all(),
+            |(_, w, _)| (earliest_end..=latest_end).contains(&w.end),
+            |(key, w, _)| (w.end, w.start, key.clone()),
+        )
     }
 
     /// The number of live sessions.

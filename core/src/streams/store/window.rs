@@ -13,7 +13,9 @@ use super::changelog::ChangelogBuffer;
 use super::inner::{BytesStore, InMemoryBytesStore};
 use super::kind::{windowed_changelog_configs, KindRules};
 use super::layers::{ChangelogKeys, LayerConfig, StoreLayer};
-use super::layout::{ordered, segment_start, time_of, with_key, write_key, Origin, Timeline, HEAD};
+use super::layout::{
+    in_order, ordered, segment_start, time_of, with_key, write_key, Origin, Timeline, HEAD,
+};
 use super::{ChangelogRecord, StoreInstance, UpdateBytes};
 use crate::log::Timestamp;
 use crate::serde::SerdeError;
@@ -54,13 +56,11 @@ pub trait WindowBytesStore: Send {
     /// Every live window of every key starting from `from` to `to` (both included), by time
     /// then key (what emitting final results walks).
     fn fetch_all(&self, from: Timestamp, to: Timestamp) -> Vec<(Bytes, Timestamp, Bytes)> {
-        let mut windows: Vec<_> = self
-            .all()
-            .into_iter()
-            .filter(|(_, start, _)| (from..=to).contains(start))
-            .collect();
-        windows.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
-        windows
+        in_order(
+            self.all(),
+            |(_, start, _)| (from..=to).contains(start),
+            |(key, start, _)| (*start, key.clone()),
+        )
     }
 
     /// The number of live windows.
