@@ -167,6 +167,13 @@ impl BrokerBuilder {
         self
     }
 
+    /// How long the first rebalance of a new or empty group waits for more members
+    /// (`group.initial.rebalance.delay.ms`; defaults to 0, Kafka's built-in default is 3 s).
+    pub fn group_initial_rebalance_delay(mut self, delay: Duration) -> Self {
+        self.config.groups.initial_rebalance_delay = delay;
+        self
+    }
+
     /// Answer produce requests only after fsync (defaults to true). `false` leaves
     /// durability to the page cache, like Kafka's default, with an fsync every `flush.ms`.
     pub fn fsync_before_ack(mut self, fsync: bool) -> Self {

@@ -187,3 +187,92 @@ def test_an_idempotent_producer_writes_no_duplicate_when_its_connections_are_cut
     finally:
         broker.close()
         proxy.close()
+
+
+def transactional_instance(bootstrap: str, group: str, name: str):
+    """One instance of a consume-transform-produce application: a consumer of `group`
+    reading committed records and a transactional producer of its own."""
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "isolation.level": "read_committed",
+        "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 500,
+    })
+    producer = txn_producer(bootstrap, f"{group}-{name}")
+    return consumer, producer
+
+
+def test_a_zombies_offsets_from_an_old_generation_are_refused(broker, topic_name):
+    """KIP-447: instance A reads every partition, starts a transaction and takes its group
+    metadata; instance B joins, and the group rebalances into a new generation. A, now a
+    zombie for the partitions it read, sends its offsets with the old generation: the broker
+    refuses its TxnOffsetCommit (ILLEGAL_GENERATION), A must abort, and only B's processing
+    of those records is ever committed."""
+    source, sink, group = f"{topic_name}-in", f"{topic_name}-out", f"kip447-{topic_name}"
+    create_topic(broker.bootstrap, source, 2)
+    create_topic(broker.bootstrap, sink, 2)
+    plain = Producer({"bootstrap.servers": broker.bootstrap})
+    send(plain, source, [f"order-{i}" for i in range(20)])
+
+    a_assigned, b_assigned = [], []
+    a, a_producer = transactional_instance(broker.bootstrap, group, "a")
+    a.subscribe([source], on_assign=lambda _, parts: a_assigned.append(sorted(p.partition for p in parts)))
+    read = []
+    deadline = time.monotonic() + 60
+    while len(read) < 20:
+        assert time.monotonic() < deadline, f"A read {len(read)} of 20 records"
+        m = a.poll(0.2)
+        if m is not None and m.error() is None:
+            read.append(m)
+    assert a_assigned[-1] == [0, 1], "A alone holds both partitions"
+    a_producer.begin_transaction()
+    send(a_producer, sink, [f"zombie-{m.value().decode()}" for m in read])
+    zombie_offsets = [TopicPartition(source, p, 10) for p in range(2)]
+    zombie_metadata = a.consumer_group_metadata()
+
+    # B joins: A keeps polling, so it takes part in the rebalance and is a member of the new
+    # generation, with one partition. Its transaction still holds what it read before.
+    b, b_producer = transactional_instance(broker.bootstrap, group, "b")
+    b.subscribe([source], on_assign=lambda _, parts: b_assigned.append(sorted(p.partition for p in parts)))
+    b_read = []
+    deadline = time.monotonic() + 60
+    while len(a_assigned) < 2 or not b_assigned or not b_assigned[-1]:
+        assert time.monotonic() < deadline, f"no rebalance: A {a_assigned}, B {b_assigned}"
+        a.poll(0.1)
+        m = b.poll(0.1)
+        if m is not None and m.error() is None:
+            b_read.append(m)
+    assert sorted(a_assigned[-1] + b_assigned[-1]) == [0, 1], (a_assigned, b_assigned)
+
+    with pytest.raises(KafkaException) as raised:
+        a_producer.send_offsets_to_transaction(zombie_offsets, zombie_metadata, 30)
+    error = raised.value.args[0]
+    assert error.code() == KafkaError.ILLEGAL_GENERATION, error
+    assert error.txn_requires_abort(), error
+    a_producer.abort_transaction(30)
+
+    # B processes its partition from the start and commits, output and offsets together.
+    mine = b_assigned[-1]
+    deadline = time.monotonic() + 60
+    while len(b_read) < 10 * len(mine):
+        assert time.monotonic() < deadline, f"B read {len(b_read)} records"
+        a.poll(0.1)
+        m = b.poll(0.1)
+        if m is not None and m.error() is None:
+            b_read.append(m)
+    b_producer.begin_transaction()
+    send(b_producer, sink, [f"live-{m.value().decode()}" for m in b_read])
+    b_producer.send_offsets_to_transaction([TopicPartition(source, p, 10) for p in mine],
+                                           b.consumer_group_metadata(), 30)
+    b_producer.commit_transaction(30)
+
+    outputs = [v for _, v in read_all(broker.bootstrap, sink, 2, "read_committed")]
+    assert not [v for v in outputs if v.startswith("zombie")], "a zombie's output was committed"
+    assert sorted(outputs) == sorted(f"live-{m.value().decode()}" for m in b_read)
+    committed = b.committed([TopicPartition(source, p) for p in range(2)], timeout=30)
+    assert {tp.partition: tp.offset for tp in committed if tp.partition in mine} == {p: 10 for p in mine}
+    for consumer in (a, b):
+        consumer.close()

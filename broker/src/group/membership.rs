@@ -21,6 +21,7 @@ use tokio::time::Instant;
 
 use super::error::GroupError;
 pub(crate) use super::member::{GroupState, JoinRequest, JoinResult, Member, Pending, SyncResult};
+use super::rebalance::InitialDelay;
 use super::records::{GroupValue, StoredMember};
 
 /// A consumer group.
@@ -34,9 +35,13 @@ pub(crate) struct Group {
     pub(crate) leader: Option<String>,
     /// Members in the order they joined (the first is leader by default).
     pub(crate) members: Vec<Member>,
-    /// Members told their id with MEMBER_ID_REQUIRED, until they join with it.
-    pending_members: HashMap<String, Instant>,
-    rebalance_deadline: Option<Instant>,
+    /// Members told their id with MEMBER_ID_REQUIRED, until they join with it: a join round
+    /// waits for them too.
+    pub(super) pending_members: HashMap<String, Instant>,
+    pub(super) rebalance_deadline: Option<Instant>,
+    /// The first rebalance of an empty group waits this long for more members
+    /// (`group.initial.rebalance.delay.ms`).
+    pub(super) initial_delay: Option<InitialDelay>,
     /// Wall-clock time of the last state change (stored with the group).
     pub(crate) state_timestamp: i64,
 }
@@ -71,6 +76,7 @@ impl Group {
             members: Vec::new(),
             pending_members: HashMap::new(),
             rebalance_deadline: None,
+            initial_delay: None,
             state_timestamp: 0,
         }
     }
@@ -84,11 +90,11 @@ impl Group {
         group
     }
 
-    fn member(&self, member_id: &str) -> Option<&Member> {
+    pub(super) fn member(&self, member_id: &str) -> Option<&Member> {
         self.members.iter().find(|m| m.member_id == member_id)
     }
 
-    fn member_mut(&mut self, member_id: &str) -> Option<&mut Member> {
+    pub(super) fn member_mut(&mut self, member_id: &str) -> Option<&mut Member> {
         self.members.iter_mut().find(|m| m.member_id == member_id)
     }
 
@@ -151,12 +157,63 @@ impl Group {
         Ok(())
     }
 
-    /// Handles a JoinGroup.
+    /// Whether a commit (OffsetCommit, or TxnOffsetCommit if `transactional`) may store
+    /// offsets, by the rules of Kafka's classic group coordinator:
+    /// - generation < 0 while the group is empty: a commit from outside the group (an admin,
+    ///   or a consumer using assign()), accepted whatever member id it names;
+    /// - a generation ≥ 0, a member id or an instance id: the instance id must be a static
+    ///   member's (else UNKNOWN_MEMBER_ID) held by this member id (else FENCED_INSTANCE_ID),
+    ///   the member must be in the group (UNKNOWN_MEMBER_ID) and the generation exactly the
+    ///   group's (ILLEGAL_GENERATION, -1 included);
+    /// - none of them in a group with members: UNKNOWN_MEMBER_ID for OffsetCommit; accepted
+    ///   for TxnOffsetCommit, whose first versions carry no member;
+    /// - an OffsetCommit that passed these while the group waits for its leader's assignment
+    ///   (CompletingRebalance) is REBALANCE_IN_PROGRESS: the member joined the new generation
+    ///   but does not know its partitions yet.
+    pub(crate) fn validate_offset_commit(
+        &self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+        transactional: bool,
+    ) -> Result<(), GroupError> {
+        let empty = self.state == GroupState::Empty;
+        if generation < 0 && empty {
+            return Ok(());
+        }
+        if generation >= 0 || !member_id.is_empty() || instance_id.is_some() {
+            if let Some(instance) = instance_id {
+                match self.static_member(instance) {
+                    None => return Err(GroupError::UnknownMemberId),
+                    Some(m) if m.member_id != member_id => {
+                        return Err(GroupError::FencedInstanceId)
+                    }
+                    Some(_) => {}
+                }
+            }
+            if self.member(member_id).is_none() {
+                return Err(GroupError::UnknownMemberId);
+            }
+            if generation != self.generation {
+                return Err(GroupError::IllegalGeneration);
+            }
+        } else if !transactional && !empty {
+            return Err(GroupError::UnknownMemberId);
+        }
+        if !transactional && self.state == GroupState::CompletingRebalance {
+            return Err(GroupError::RebalanceInProgress);
+        }
+        Ok(())
+    }
+
+    /// Handles a JoinGroup; `initial_delay` is how long the first round of an empty group
+    /// waits for more members.
     pub(crate) fn join(
         &mut self,
         request: JoinRequest,
         now: Instant,
         wall_ms: i64,
+        initial_delay: Duration,
         new_member_id: impl FnOnce() -> String,
     ) -> (Pending<JoinResult>, Changed) {
         let fail = |code| {
@@ -223,22 +280,29 @@ impl Group {
                 m.rejoined(request, now);
                 m.join_waiter = Some(sender);
             }
-            None => self.members.push(Member {
-                member_id: member_id.clone(),
-                group_instance_id: request.group_instance_id,
-                client_id: request.client_id,
-                client_host: request.client_host,
-                session_timeout: request.session_timeout,
-                rebalance_timeout: request.rebalance_timeout,
-                protocols: request.protocols,
-                assignment: Bytes::new(),
-                join_waiter: Some(sender),
-                sync_waiter: None,
-                session_deadline: now + request.session_timeout,
-            }),
+            None => {
+                self.member_added();
+                self.members.push(Member {
+                    member_id: member_id.clone(),
+                    group_instance_id: request.group_instance_id,
+                    client_id: request.client_id,
+                    client_host: request.client_host,
+                    session_timeout: request.session_timeout,
+                    rebalance_timeout: request.rebalance_timeout,
+                    protocols: request.protocols,
+                    assignment: Bytes::new(),
+                    join_waiter: Some(sender),
+                    sync_waiter: None,
+                    session_deadline: now + request.session_timeout,
+                })
+            }
         }
         if self.state != GroupState::PreparingRebalance {
+            let first_round = self.state == GroupState::Empty;
             self.prepare_rebalance(now, wall_ms);
+            if first_round {
+                self.start_initial_delay(now, initial_delay);
+            }
         }
         let changed = self.try_complete_join(now, wall_ms, false);
         (Pending::Later(receiver), changed)
@@ -331,136 +395,6 @@ impl Group {
                 .iter()
                 .all(|m| m.protocols.iter().any(|(n, _)| n == name))
         })
-    }
-
-    fn prepare_rebalance(&mut self, now: Instant, wall_ms: i64) {
-        // Members waiting for their assignment must rejoin.
-        for m in &mut self.members {
-            if let Some(waiter) = m.sync_waiter.take() {
-                let _ = waiter.send(Err(GroupError::RebalanceInProgress));
-            }
-        }
-        let timeout = self
-            .members
-            .iter()
-            .map(|m| m.rebalance_timeout)
-            .max()
-            .unwrap_or(Duration::from_secs(60));
-        self.state = GroupState::PreparingRebalance;
-        self.rebalance_deadline = Some(now + timeout);
-        self.state_timestamp = wall_ms;
-    }
-
-    /// Ends the join phase once every member has rejoined, or when `deadline_passed`
-    /// (members that did not rejoin are removed). As in Kafka, the group is stored only if it
-    /// is left empty: with members, the leader's assignment (SyncGroup) stores it.
-    pub(crate) fn try_complete_join(
-        &mut self,
-        now: Instant,
-        wall_ms: i64,
-        deadline_passed: bool,
-    ) -> Changed {
-        if self.state != GroupState::PreparingRebalance {
-            return Changed::No;
-        }
-        let all_joined = self.members.iter().all(|m| m.join_waiter.is_some());
-        if !all_joined && !deadline_passed {
-            return Changed::No;
-        }
-        self.members.retain(|m| m.join_waiter.is_some());
-        self.generation += 1;
-        self.rebalance_deadline = None;
-        self.state_timestamp = wall_ms;
-        if self.members.is_empty() {
-            self.state = GroupState::Empty;
-            self.protocol = None;
-            self.leader = None;
-            return Changed::Store;
-        }
-        self.protocol = self.select_protocol();
-        if self
-            .leader
-            .as_ref()
-            .is_none_or(|l| self.member(l).is_none())
-        {
-            self.leader = Some(self.members[0].member_id.clone());
-        }
-        self.state = GroupState::CompletingRebalance;
-        let replies: Vec<_> = self
-            .members
-            .iter()
-            .map(|m| {
-                let is_leader = self.leader.as_deref() == Some(m.member_id.as_str());
-                (
-                    m.member_id.clone(),
-                    self.join_result_for(&m.member_id, is_leader),
-                )
-            })
-            .collect();
-        for (member_id, reply) in replies {
-            if let Some(m) = self.member_mut(&member_id) {
-                m.session_deadline = now + m.session_timeout;
-                if let Some(waiter) = m.join_waiter.take() {
-                    let _ = waiter.send(reply);
-                }
-            }
-        }
-        Changed::No
-    }
-
-    /// The protocol every member supports that most members prefer (Kafka's vote).
-    fn select_protocol(&self) -> Option<String> {
-        let first = self.members.first()?;
-        let candidates: Vec<&String> = first
-            .protocols
-            .iter()
-            .map(|(n, _)| n)
-            .filter(|n| {
-                self.members
-                    .iter()
-                    .all(|m| m.protocols.iter().any(|(p, _)| p == *n))
-            })
-            .collect();
-        let mut votes: Vec<(usize, &String)> = candidates.iter().map(|c| (0, *c)).collect();
-        for m in &self.members {
-            if let Some((_, choice)) = m.protocols.iter().find(|(p, _)| candidates.contains(&p)) {
-                if let Some(v) = votes.iter_mut().find(|(_, c)| *c == choice) {
-                    v.0 += 1;
-                }
-            }
-        }
-        // The most votes; ties go to the first member's preference.
-        let best = votes.iter().map(|(n, _)| *n).max()?;
-        votes
-            .iter()
-            .find(|(n, _)| *n == best)
-            .map(|(_, c)| (*c).clone())
-    }
-
-    fn join_result_for(&self, member_id: &str, leader: bool) -> JoinResult {
-        let protocol = self.protocol.clone().unwrap_or_default();
-        JoinResult {
-            error: None,
-            generation: self.generation,
-            protocol_type: self.protocol_type.clone(),
-            protocol: self.protocol.clone(),
-            leader: self.leader.clone().unwrap_or_default(),
-            member_id: member_id.to_string(),
-            members: if leader {
-                self.members
-                    .iter()
-                    .map(|m| {
-                        (
-                            m.member_id.clone(),
-                            m.group_instance_id.clone(),
-                            m.metadata(&protocol),
-                        )
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            },
-        }
     }
 
     /// Handles a SyncGroup. When the leader's assignment completes the rebalance, the group
@@ -596,7 +530,7 @@ impl Group {
         (Ok(()), self.remove_member(&member_id, now, wall_ms))
     }
 
-    fn remove_member(&mut self, member_id: &str, now: Instant, wall_ms: i64) -> Changed {
+    pub(super) fn remove_member(&mut self, member_id: &str, now: Instant, wall_ms: i64) -> Changed {
         let Some(index) = self.members.iter().position(|m| m.member_id == member_id) else {
             return Changed::No;
         };
@@ -624,30 +558,5 @@ impl Group {
             GroupState::PreparingRebalance => self.try_complete_join(now, wall_ms, false),
             GroupState::Empty | GroupState::Dead => Changed::No,
         }
-    }
-
-    /// Expires silent members and overdue rebalances. Returns whether the group changed.
-    pub(crate) fn tick(&mut self, now: Instant, wall_ms: i64) -> Changed {
-        self.pending_members.retain(|_, deadline| *deadline > now);
-        let mut changed = Changed::No;
-        // Members waiting in a join are governed by the rebalance timeout, not the session.
-        let expired: Vec<String> = self
-            .members
-            .iter()
-            .filter(|m| m.join_waiter.is_none() && m.session_deadline <= now)
-            .map(|m| m.member_id.clone())
-            .collect();
-        for member_id in expired {
-            tracing::info!(group = %self.id, member = %member_id, "session expired");
-            if self.remove_member(&member_id, now, wall_ms) != Changed::No {
-                changed = Changed::Store;
-            }
-        }
-        if self.rebalance_deadline.is_some_and(|d| d <= now)
-            && self.try_complete_join(now, wall_ms, true) != Changed::No
-        {
-            changed = Changed::Store;
-        }
-        changed
     }
 }

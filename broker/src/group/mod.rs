@@ -26,6 +26,7 @@ mod error;
 mod member;
 mod membership;
 mod offsets;
+mod rebalance;
 pub(crate) mod records;
 mod replay;
 
@@ -42,6 +43,7 @@ use tokio::sync::watch;
 pub(crate) use error::{GroupError, NotStored};
 use membership::{Changed, Group};
 pub(crate) use membership::{GroupState, JoinRequest, JoinResult, Pending, SyncResult};
+pub(crate) use offsets::CommitResult;
 pub(crate) use records::OffsetValue;
 use records::OffsetsKey;
 
@@ -64,6 +66,10 @@ pub struct GroupConfig {
     /// How long the offsets of a group without members are kept
     /// (`offsets.retention.minutes`, 7 days).
     pub offsets_retention: Duration,
+    /// How long the first rebalance of an empty group waits for more members to join
+    /// (`group.initial.rebalance.delay.ms`): 0, as the `server.properties` Kafka ships for
+    /// development has it (Kafka's built-in default is 3 s).
+    pub initial_rebalance_delay: Duration,
 }
 
 impl Default for GroupConfig {
@@ -72,6 +78,7 @@ impl Default for GroupConfig {
             min_session_timeout: Duration::from_secs(6),
             max_session_timeout: Duration::from_secs(1800),
             offsets_retention: Duration::from_secs(7 * 24 * 3600),
+            initial_rebalance_delay: Duration::ZERO,
         }
     }
 }
@@ -263,9 +270,13 @@ impl GroupCoordinator {
                 .entry(group_id.to_string())
                 .or_insert_with(|| GroupEntry::new(group_id));
             let now = self.clock.now();
-            let (pending, changed) = entry.group.join(request, now.instant, now.wall_ms, || {
-                new_member_id(&client_id)
-            });
+            let delay = self.config.initial_rebalance_delay;
+            let (pending, changed) =
+                entry
+                    .group
+                    .join(request, now.instant, now.wall_ms, delay, || {
+                        new_member_id(&client_id)
+                    });
             let queued = match changed {
                 Changed::No => Ok(None),
                 _ => self.store_group(&entry.group),
@@ -512,5 +523,27 @@ async fn durable(queued: Queued) -> Result<i64, StorageError> {
     }
 }
 
+/// A coordinator's timers running in a test, until this is dropped.
+#[cfg(test)]
+struct TestTimers(watch::Sender<bool>);
+
+#[cfg(test)]
+impl TestTimers {
+    fn start(coordinator: &Arc<GroupCoordinator>) -> Self {
+        let (stop, stopped) = watch::channel(false);
+        tokio::spawn(Arc::clone(coordinator).run_timers(stopped));
+        Self(stop)
+    }
+}
+
+#[cfg(test)]
+impl Drop for TestTimers {
+    fn drop(&mut self) {
+        let _ = self.0.send(true);
+    }
+}
+
+#[cfg(test)]
+mod rules_tests;
 #[cfg(test)]
 mod tests;

@@ -2,6 +2,10 @@
 //! a partition or a topic, and the expiry of long-empty groups' offsets. Offsets are applied
 //! once their records are durable, in the order of their offsets in `__consumer_offsets`.
 
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+
 use bytes::Bytes;
 use eddy_core::log::Record;
 use eddy_core::wire::batch::BatchBuilder;
@@ -11,85 +15,100 @@ use super::error::{GroupError, NotStored};
 use super::records::{OffsetValue, OffsetsKey};
 use super::{durable, GroupCoordinator, GroupEntry, GroupState, Queued, OFFSET_METADATA_MAX_BYTES};
 use crate::internal_records::TooLong;
-use crate::storage::{StorageError, Verify};
+use crate::storage::{QueuedAppend, StorageError, Verify};
+
+/// Each offset's answer, or one refusal for the whole commit.
+pub(crate) type CommitResult = Result<Vec<Result<(), GroupError>>, GroupError>;
 
 impl GroupCoordinator {
-    /// Commits offsets after checking the committer against the group; the offsets are
-    /// durable when this returns `Ok`. `generation` -1 with an empty member id is a commit from
-    /// outside the group (an admin, or a consumer using assign()), allowed while the group
-    /// has no members.
-    pub(crate) async fn commit_offsets(
-        &self,
+    /// Commits offsets after checking the committer against the group as Kafka's classic
+    /// coordinator does ([`Group::validate_offset_commit`]). The check and the queueing of the
+    /// records happen when this is called, so commits are stored in the order they are
+    /// called (a connection's requests, in the order they came); the future waits until the
+    /// records are durable and then makes them the group's offsets.
+    pub(crate) fn commit_offsets(
+        self: &Arc<Self>,
         group_id: &str,
         generation: i32,
         member_id: &str,
         instance_id: Option<&str>,
         offsets: Vec<(String, i32, OffsetValue)>,
-    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
-        if group_id.is_empty() {
-            return Err(GroupError::InvalidGroupId);
-        }
+    ) -> impl Future<Output = CommitResult> + Send + 'static {
         let codes = metadata_codes(&offsets);
-        let queued = {
-            let mut groups = self.lock();
-            let entry = groups
-                .entry(group_id.to_string())
-                .or_insert_with(|| GroupEntry::new(group_id));
-            let group = &entry.group;
-            let outside = generation < 0 && member_id.is_empty();
-            if outside {
-                if !group.members.is_empty() {
-                    return Err(GroupError::UnknownMemberId);
-                }
-            } else {
-                group.check_member(member_id, instance_id, generation)?;
-                // As Kafka: a member of the current generation may commit while the group
-                // prepares a rebalance (it learns of it from its heartbeats), not between the
-                // join and the assignment.
-                if group.state == GroupState::CompletingRebalance {
-                    return Err(GroupError::RebalanceInProgress);
-                }
-                entry.group.touch(member_id, self.clock.now().instant);
-            }
-            let records: Result<Vec<_>, TooLong> = offsets
-                .iter()
-                .zip(&codes)
-                .filter(|(_, code)| code.is_ok())
-                .map(|((topic, partition, value), _)| {
-                    let key = OffsetsKey::Offset {
-                        group: group_id.to_string(),
-                        topic: topic.clone(),
-                        partition: *partition,
-                    };
-                    Ok((key, Some(value.encode()?)))
-                })
-                .collect();
-            records
-                .map_err(StorageError::from)
-                .and_then(|records| self.append(group_id, &records))
-        };
-        let log_offset = durable(queued).await.map_err(|e| {
-            tracing::error!(group = group_id, error = %e, "could not store offsets");
-            GroupError::from(&e)
-        })?;
-        let mut groups = self.lock();
-        if let Some(entry) = groups.get_mut(group_id) {
-            for ((topic, partition, value), code) in offsets.into_iter().zip(&codes) {
-                if code.is_ok() {
-                    entry.apply_offset((topic, partition), value, log_offset);
+        let queued = self.queue_commit(
+            group_id,
+            generation,
+            member_id,
+            instance_id,
+            &offsets,
+            &codes,
+        );
+        let (this, group_id) = (Arc::clone(self), group_id.to_string());
+        async move {
+            let log_offset = durable(queued?).await.map_err(|e| {
+                tracing::error!(group = group_id, error = %e, "could not store offsets");
+                GroupError::from(&e)
+            })?;
+            let mut groups = this.lock();
+            if let Some(entry) = groups.get_mut(&group_id) {
+                for ((topic, partition, value), code) in offsets.into_iter().zip(&codes) {
+                    if code.is_ok() {
+                        entry.apply_offset((topic, partition), value, log_offset);
+                    }
                 }
             }
+            Ok(codes)
         }
-        Ok(codes)
+    }
+
+    /// The checks of an OffsetCommit and its records queued, under the lock.
+    fn queue_commit(
+        &self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+        offsets: &[(String, i32, OffsetValue)],
+        codes: &[Result<(), GroupError>],
+    ) -> Result<Queued, GroupError> {
+        let mut groups = self.lock();
+        let committer = (generation, member_id, instance_id);
+        let entry = committing_group(&mut groups, group_id, committer, false)?;
+        // As Kafka: a commit keeps a member's session alive while the group is stable or
+        // preparing a rebalance.
+        if matches!(
+            entry.group.state,
+            GroupState::Stable | GroupState::PreparingRebalance
+        ) {
+            entry.group.touch(member_id, self.clock.now().instant);
+        }
+        let records: Result<Vec<_>, TooLong> = offsets
+            .iter()
+            .zip(codes)
+            .filter(|(_, code)| code.is_ok())
+            .map(|((topic, partition, value), _)| {
+                let key = OffsetsKey::Offset {
+                    group: group_id.to_string(),
+                    topic: topic.clone(),
+                    partition: *partition,
+                };
+                Ok((key, Some(value.encode()?)))
+            })
+            .collect();
+        Ok(records
+            .map_err(StorageError::from)
+            .and_then(|records| self.append(group_id, &records)))
     }
 
     /// Commits offsets inside a producer's transaction (TxnOffsetCommit): checked against the
-    /// group as KIP-447 asks when the committer names its member and generation, appended as
-    /// the producer's transactional batch (refused unless the group's partition is in the
-    /// producer's transaction, as `verify` tells), and held pending until the transaction ends.
+    /// group as Kafka's classic coordinator checks them (KIP-447: a zombie's member or
+    /// generation is refused), appended as the producer's transactional batch (refused unless
+    /// the group's partition is in the producer's transaction, as `verify` tells), and held
+    /// pending until the transaction ends. Checked and queued when called, like
+    /// [`GroupCoordinator::commit_offsets`].
     #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn commit_transactional_offsets(
-        &self,
+    pub(crate) fn commit_transactional_offsets(
+        self: &Arc<Self>,
         group_id: &str,
         producer: (i64, i16),
         generation: i32,
@@ -97,79 +116,93 @@ impl GroupCoordinator {
         instance_id: Option<&str>,
         offsets: Vec<(String, i32, OffsetValue)>,
         verify: Verify,
-    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
-        if group_id.is_empty() {
-            return Err(GroupError::InvalidGroupId);
-        }
+    ) -> impl Future<Output = CommitResult> + Send + 'static {
         let codes = metadata_codes(&offsets);
-        let (producer_id, epoch) = producer;
-        let queued = {
-            let mut groups = self.lock();
-            if !member_id.is_empty() || generation >= 0 {
-                let Some(entry) = groups.get(group_id) else {
-                    return Err(GroupError::IllegalGeneration);
-                };
-                entry
-                    .group
-                    .check_member(member_id, instance_id, generation)?;
-            }
-            groups
-                .entry(group_id.to_string())
-                .or_insert_with(|| GroupEntry::new(group_id));
-            let now = self.clock.now().wall_ms;
-            let mut batch = BatchBuilder::new(Compression::None)
-                .producer(producer_id, epoch, -1)
-                .transactional();
-            for ((topic, partition, value), _) in
-                offsets.iter().zip(&codes).filter(|(_, c)| c.is_ok())
-            {
-                let key = OffsetsKey::Offset {
-                    group: group_id.to_string(),
-                    topic: topic.clone(),
-                    partition: *partition,
-                };
-                let (key, value) = key
-                    .encode()
-                    .and_then(|key| Ok((key, value.encode()?)))
-                    .map_err(|e| {
-                        tracing::error!(group = group_id, error = %e, "could not store offsets");
-                        GroupError::NotStored(NotStored::Unwritable)
-                    })?;
-                batch.append(&Record {
-                    key: Some(key),
-                    value: Some(value),
-                    headers: Vec::new(),
-                    timestamp: now,
-                });
-            }
-            if batch.is_empty() {
+        let queued = self.queue_transactional_commit(
+            group_id,
+            producer,
+            (generation, member_id, instance_id),
+            &offsets,
+            &codes,
+            verify,
+        );
+        let (this, group_id) = (Arc::clone(self), group_id.to_string());
+        async move {
+            let Some(queued) = queued? else {
                 return Ok(codes);
-            }
-            let partition = &self.offsets_log[self.partition_for(group_id)];
-            let built = batch
-                .build(0)
-                .map_err(|_| GroupError::NotStored(NotStored::Unwritable))?;
-            self.appends
-                .push(partition, Bytes::from(built), now, Some(verify))
-        };
-        let last_offset = queued.durable().await.map_err(|e| match e {
-            StorageError::NotInTransaction { .. } => GroupError::InvalidTxnState,
-            StorageError::InvalidProducerEpoch { .. } => GroupError::ProducerFenced,
-            e => {
-                tracing::error!(group = group_id, error = %e, "could not store offsets");
-                GroupError::from(&e)
-            }
-        })?;
-        let mut groups = self.lock();
-        if let Some(entry) = groups.get_mut(group_id) {
-            let pending = entry.pending.entry(producer_id).or_default();
-            for ((topic, partition, value), code) in offsets.into_iter().zip(&codes) {
-                if code.is_ok() {
-                    pending.insert((topic, partition), (value, last_offset));
+            };
+            let last_offset = queued.durable().await.map_err(|e| match e {
+                StorageError::NotInTransaction { .. } => GroupError::InvalidTxnState,
+                StorageError::InvalidProducerEpoch { .. } => GroupError::ProducerFenced,
+                e => {
+                    tracing::error!(group = group_id, error = %e, "could not store offsets");
+                    GroupError::from(&e)
+                }
+            })?;
+            let mut groups = this.lock();
+            if let Some(entry) = groups.get_mut(&group_id) {
+                let pending = entry.pending.entry(producer.0).or_default();
+                for ((topic, partition, value), code) in offsets.into_iter().zip(&codes) {
+                    if code.is_ok() {
+                        hold_pending(pending, (topic, partition), value, last_offset);
+                    }
                 }
             }
+            Ok(codes)
         }
-        Ok(codes)
+    }
+
+    /// The checks of a TxnOffsetCommit and its batch queued, under the lock; `None` if no
+    /// offset is to be stored.
+    fn queue_transactional_commit(
+        &self,
+        group_id: &str,
+        (producer_id, epoch): (i64, i16),
+        (generation, member_id, instance_id): (i32, &str, Option<&str>),
+        offsets: &[(String, i32, OffsetValue)],
+        codes: &[Result<(), GroupError>],
+        verify: Verify,
+    ) -> Result<Option<QueuedAppend>, GroupError> {
+        let mut groups = self.lock();
+        let committer = (generation, member_id, instance_id);
+        committing_group(&mut groups, group_id, committer, true)?;
+        let now = self.clock.now().wall_ms;
+        let mut batch = BatchBuilder::new(Compression::None)
+            .producer(producer_id, epoch, -1)
+            .transactional();
+        for ((topic, partition, value), _) in offsets.iter().zip(codes).filter(|(_, c)| c.is_ok()) {
+            let key = OffsetsKey::Offset {
+                group: group_id.to_string(),
+                topic: topic.clone(),
+                partition: *partition,
+            };
+            let (key, value) = key
+                .encode()
+                .and_then(|key| Ok((key, value.encode()?)))
+                .map_err(|e| {
+                    tracing::error!(group = group_id, error = %e, "could not store offsets");
+                    GroupError::NotStored(NotStored::Unwritable)
+                })?;
+            batch.append(&Record {
+                key: Some(key),
+                value: Some(value),
+                headers: Vec::new(),
+                timestamp: now,
+            });
+        }
+        if batch.is_empty() {
+            return Ok(None);
+        }
+        let partition = &self.offsets_log[self.partition_for(group_id)];
+        let built = batch
+            .build(0)
+            .map_err(|_| GroupError::NotStored(NotStored::Unwritable))?;
+        Ok(Some(self.appends.push(
+            partition,
+            Bytes::from(built),
+            now,
+            Some(verify),
+        )))
     }
 
     /// Ends a producer's transaction in the groups of one `__consumer_offsets` partition, once
@@ -388,6 +421,32 @@ impl GroupCoordinator {
     }
 }
 
+/// The group a commit (transactional or not) by `(generation, member id, instance id)` is
+/// for, once the committer passed `Group::validate_offset_commit`.
+/// A commit from outside any group (an admin, or a consumer using assign()) makes a simple
+/// group. A member's commit for a group the broker does not know is ILLEGAL_GENERATION, as
+/// Kafka answers OffsetCommit before v9 (eddy serves v2-v8) and TxnOffsetCommit.
+fn committing_group<'a>(
+    groups: &'a mut HashMap<String, GroupEntry>,
+    group_id: &str,
+    (generation, member_id, instance_id): (i32, &str, Option<&str>),
+    transactional: bool,
+) -> Result<&'a mut GroupEntry, GroupError> {
+    if group_id.is_empty() {
+        return Err(GroupError::InvalidGroupId);
+    }
+    if generation >= 0 && !groups.contains_key(group_id) {
+        return Err(GroupError::IllegalGeneration);
+    }
+    let entry = groups
+        .entry(group_id.to_string())
+        .or_insert_with(|| GroupEntry::new(group_id));
+    entry
+        .group
+        .validate_offset_commit(member_id, instance_id, generation, transactional)?;
+    Ok(entry)
+}
+
 /// Whether each offset may be committed: not if its metadata is over the limit.
 fn metadata_codes(offsets: &[(String, i32, OffsetValue)]) -> Vec<Result<(), GroupError>> {
     offsets
@@ -400,6 +459,20 @@ fn metadata_codes(offsets: &[(String, i32, OffsetValue)]) -> Vec<Result<(), Grou
             }
         })
         .collect()
+}
+
+/// Holds a transaction's offset stored at `log_offset` until the transaction ends, unless an
+/// offset of the same transaction stored later is already held: two commits of one
+/// transaction whose appends end out of order keep the later one, as the log has it.
+fn hold_pending(
+    pending: &mut super::PendingOffsets,
+    key: (String, i32),
+    value: OffsetValue,
+    log_offset: i64,
+) {
+    if pending.get(&key).is_none_or(|&(_, at)| log_offset > at) {
+        pending.insert(key, (value, log_offset));
+    }
 }
 
 /// The record that deletes `group`'s committed offset of `(topic, partition)`.

@@ -5,14 +5,14 @@
 use super::*;
 use eddy_core::clock::system_time_ms as now_ms;
 
-fn coordinator_in(dir: &std::path::Path, partitions: i32) -> GroupCoordinator {
+fn coordinator_in(dir: &std::path::Path, partitions: i32) -> Arc<GroupCoordinator> {
     let logs = (0..partitions)
         .map(|p| {
             let tp = eddy_core::log::TopicPartition::new(OFFSETS_TOPIC, p);
             Arc::new(Partition::open(tp, &dir.join(p.to_string()), Default::default(), 0).unwrap())
         })
         .collect();
-    GroupCoordinator::open(GroupConfig::default(), Clock::new(), logs).unwrap()
+    Arc::new(GroupCoordinator::open(GroupConfig::default(), Clock::new(), logs).unwrap())
 }
 
 fn offset(offset: i64, commit_timestamp: i64) -> OffsetValue {
@@ -26,7 +26,7 @@ fn offset(offset: i64, commit_timestamp: i64) -> OffsetValue {
 
 /// Commits `value` for partition 0 of "orders" from outside the group (as an admin would).
 async fn commit_from_outside(
-    coordinator: &GroupCoordinator,
+    coordinator: &Arc<GroupCoordinator>,
     group: &str,
     value: OffsetValue,
 ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
@@ -279,7 +279,7 @@ fn silent_member(session: Duration) -> JoinRequest {
 #[tokio::test(start_paused = true)]
 async fn a_silent_member_leaves_when_its_session_ends_on_the_coordinators_clock() {
     let dir = tempfile::tempdir().unwrap();
-    let coordinator = Arc::new(coordinator_in(dir.path(), 1));
+    let coordinator = coordinator_in(dir.path(), 1);
     let (stop, stopped) = watch::channel(false);
     let timers = tokio::spawn(Arc::clone(&coordinator).run_timers(stopped));
     let session = Duration::from_secs(10);
@@ -303,7 +303,7 @@ fn coordinator_with_faults(
     dir: &std::path::Path,
     partitions: i32,
     faults: &crate::storage::StorageFaults,
-) -> GroupCoordinator {
+) -> Arc<GroupCoordinator> {
     let logs = (0..partitions)
         .map(|p| {
             let tp = eddy_core::log::TopicPartition::new(OFFSETS_TOPIC, p);
@@ -311,7 +311,7 @@ fn coordinator_with_faults(
             Arc::new(partition.unwrap().with_faults(faults))
         })
         .collect();
-    GroupCoordinator::open(GroupConfig::default(), Clock::new(), logs).unwrap()
+    Arc::new(GroupCoordinator::open(GroupConfig::default(), Clock::new(), logs).unwrap())
 }
 
 /// An operation on committed offsets: of groups g0..g2, topics t0..t1, partitions 0..1.
@@ -368,7 +368,7 @@ fn effect(model: &OffsetsModel, op: &OffsetsOp) -> OffsetsModel {
 }
 
 /// Runs `op`: whether the coordinator answered that it was done.
-async fn apply_op(coordinator: &GroupCoordinator, op: &OffsetsOp) -> bool {
+async fn apply_op(coordinator: &Arc<GroupCoordinator>, op: &OffsetsOp) -> bool {
     let name = |prefix: &str, n: u8| format!("{prefix}{n}");
     match *op {
         OffsetsOp::Commit(g, t, p, o) => {
@@ -462,9 +462,12 @@ async fn stable_group(
     dir: &std::path::Path,
     faults: &crate::storage::StorageFaults,
     member: JoinRequest,
-) -> (GroupCoordinator, JoinResult) {
+) -> (Arc<GroupCoordinator>, JoinResult) {
     let coordinator = coordinator_with_faults(dir, 1, faults);
+    // The first round of a new group ends on the coordinator's timer.
+    let timers = TestTimers::start(&coordinator);
     let joined = coordinator.join("g", member).await;
+    drop(timers);
     assert_eq!(joined.error, None);
     let assignment = coordinator
         .sync(

@@ -21,7 +21,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::errors::{group_code, group_result_code};
 use super::{topic_name, ProtocolError, Reply, RequestContext};
-use crate::group::{GroupError, OffsetValue};
+use crate::group::{CommitResult, OffsetValue};
 use crate::state::BrokerState;
 
 /// The (topic, partition, offset, leader epoch, metadata) rows of an OffsetCommit or a
@@ -74,42 +74,47 @@ impl OffsetsToCommit {
         Self { offsets, unknown }
     }
 
-    /// Commits with `commit` (the coordinator's call), and answers each partition's code
-    /// by topic, in the response's types: `topic(name, partitions)` and
+    /// Commits with `commit` (the coordinator's call, which checks and queues the commit
+    /// when called: now, in the connection's request order), and gives a future that answers
+    /// each partition's code by topic, in the response's types: `topic(name, partitions)` and
     /// `partition(index, code)` build them. `commit` answers each offset's code or one code
     /// for all.
-    pub(super) async fn commit<F, T, P>(
+    pub(super) fn commit<F, T, P>(
         self,
         commit: impl FnOnce(Vec<(String, i32, OffsetValue)>) -> F,
-        topic: impl Fn(TopicName, Vec<P>) -> T,
-        partition: impl Fn(i32, i16) -> P,
-    ) -> Vec<T>
+        topic: impl Fn(TopicName, Vec<P>) -> T + Send + 'static,
+        partition: impl Fn(i32, i16) -> P + Send + 'static,
+    ) -> impl std::future::Future<Output = Vec<T>> + Send + 'static
     where
-        F: std::future::Future<Output = Result<Vec<Result<(), GroupError>>, GroupError>>,
+        F: std::future::Future<Output = CommitResult> + Send + 'static,
     {
         let keys: Vec<(String, i32)> = self
             .offsets
             .iter()
             .map(|(t, p, _)| (t.clone(), *p))
             .collect();
-        let codes = match commit(self.offsets).await {
-            Ok(results) => results.iter().map(group_result_code).collect(),
-            Err(error) => vec![group_code(&error); keys.len()],
-        };
-        let unknown = ResponseError::UnknownTopicOrPartition.code();
-        let answers = keys
-            .into_iter()
-            .zip(codes)
-            .chain(self.unknown.into_iter().map(|key| (key, unknown)))
-            .map(|((topic, partition), code)| (topic, partition, code))
-            .collect();
-        by_topic(answers)
-            .into_iter()
-            .map(|(name, codes)| {
-                let partitions = codes.into_iter().map(|(p, code)| partition(p, code));
-                topic(topic_name(&name), partitions.collect())
-            })
-            .collect()
+        let committed = commit(self.offsets);
+        let unknown_partitions = self.unknown;
+        async move {
+            let codes = match committed.await {
+                Ok(results) => results.iter().map(group_result_code).collect(),
+                Err(error) => vec![group_code(&error); keys.len()],
+            };
+            let unknown = ResponseError::UnknownTopicOrPartition.code();
+            let answers = keys
+                .into_iter()
+                .zip(codes)
+                .chain(unknown_partitions.into_iter().map(|key| (key, unknown)))
+                .map(|((topic, partition), code)| (topic, partition, code))
+                .collect();
+            by_topic(answers)
+                .into_iter()
+                .map(|(name, codes)| {
+                    let partitions = codes.into_iter().map(|(p, code)| partition(p, code));
+                    topic(topic_name(&name), partitions.collect())
+                })
+                .collect()
+        }
     }
 }
 
@@ -131,37 +136,30 @@ pub(super) fn commit(
     request: OffsetCommitRequest,
 ) -> Result<Reply, ProtocolError> {
     let to_commit = OffsetsToCommit::new(state, commit_rows!(request.topics));
-    let groups = Arc::clone(&state.groups);
-    let group_id = request.group_id.0.to_string();
-    let member_id = request.member_id.to_string();
-    let instance_id = request.group_instance_id.as_ref().map(|s| s.to_string());
-    let generation = request.generation_id_or_member_epoch;
-    ctx.later(async move {
-        let topics = to_commit
-            .commit(
-                |offsets| {
-                    groups.commit_offsets(
-                        &group_id,
-                        generation,
-                        &member_id,
-                        instance_id.as_deref(),
-                        offsets,
-                    )
-                },
-                |name, partitions| {
-                    OffsetCommitResponseTopic::default()
-                        .with_name(name)
-                        .with_partitions(partitions)
-                },
-                |index, code| {
-                    OffsetCommitResponsePartition::default()
-                        .with_partition_index(index)
-                        .with_error_code(code)
-                },
+    let groups = &state.groups;
+    let instance_id = request.group_instance_id.as_deref();
+    let topics = to_commit.commit(
+        |offsets| {
+            groups.commit_offsets(
+                &request.group_id.0,
+                request.generation_id_or_member_epoch,
+                &request.member_id,
+                instance_id,
+                offsets,
             )
-            .await;
-        OffsetCommitResponse::default().with_topics(topics)
-    })
+        },
+        |name, partitions| {
+            OffsetCommitResponseTopic::default()
+                .with_name(name)
+                .with_partitions(partitions)
+        },
+        |index, code| {
+            OffsetCommitResponsePartition::default()
+                .with_partition_index(index)
+                .with_error_code(code)
+        },
+    );
+    ctx.later(async move { OffsetCommitResponse::default().with_topics(topics.await) })
 }
 
 /// (partition, offset, leader epoch, metadata, error code) of one group's wanted offsets, by

@@ -115,3 +115,60 @@ fn random_bodies_never_panic() {
         })
         .unwrap();
 }
+
+/// A request frame (without its length prefix) as a client encodes it.
+fn request<R: kafka_protocol::protocol::Encodable + kafka_protocol::protocol::HeaderVersion>(
+    api: ApiKey,
+    version: i16,
+    body: &R,
+) -> Bytes {
+    use kafka_protocol::protocol::Encodable;
+    let header = kafka_protocol::messages::RequestHeader::default()
+        .with_request_api_key(api as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(1);
+    let mut buf = BytesMut::new();
+    header
+        .encode(&mut buf, api.request_header_version(version))
+        .unwrap();
+    body.encode(&mut buf, version).unwrap();
+    buf.freeze()
+}
+
+/// Two commits of one partition pipelined on a connection: however their replies are waited
+/// for, the later request's offset is the committed one, as when Kafka serves a connection's
+/// requests one at a time.
+#[tokio::test]
+async fn pipelined_commits_are_stored_in_request_order() {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{GroupId, OffsetCommitRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+
+    let dir = tempfile::tempdir().unwrap();
+    let state = state(dir.path());
+    let commit = |offset: i64| {
+        let partition = OffsetCommitRequestPartition::default()
+            .with_partition_index(0)
+            .with_committed_offset(offset);
+        let topic = OffsetCommitRequestTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("t")))
+            .with_partitions(vec![partition]);
+        let body = OffsetCommitRequest::default()
+            .with_group_id(GroupId(StrBytes::from_static_str("g")))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![topic]);
+        match handle(&state, request(ApiKey::OffsetCommit, 8, &body), peer()) {
+            Ok(Reply::Later(reply)) => reply,
+            _ => panic!("an offset commit is answered once its records are durable"),
+        }
+    };
+    let first = commit(49);
+    let second = commit(50);
+    // The second reply is awaited first, as a connection's spawned replies may run.
+    assert!(second.await.is_ok());
+    assert!(first.await.is_ok());
+    let committed = state.groups.fetch_offsets("g", Some(vec![("t".into(), 0)]));
+    assert_eq!(committed[0].2.as_ref().map(|v| v.offset), Some(50));
+}

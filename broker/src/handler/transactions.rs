@@ -131,41 +131,36 @@ pub(super) fn commit_offsets(
     request: TxnOffsetCommitRequest,
 ) -> Result<Reply, ProtocolError> {
     let to_commit = OffsetsToCommit::new(state, commit_rows!(request.topics));
-    let state = Arc::clone(state);
-    ctx.later(async move {
-        let group_id = request.group_id.0.to_string();
-        let (topic, partition) = state.transactions.offsets_partition(&group_id);
-        let transactions = Arc::clone(&state.transactions);
-        let verify: Verify = Arc::new(move |producer_id: i64, epoch: i16| {
-            transactions.verify(producer_id, epoch, &topic, partition)
-        });
-        let topics = to_commit
-            .commit(
-                |offsets| {
-                    state.groups.commit_transactional_offsets(
-                        &group_id,
-                        (request.producer_id.0, request.producer_epoch),
-                        request.generation_id,
-                        &request.member_id,
-                        request.group_instance_id.as_deref(),
-                        offsets,
-                        Arc::clone(&verify),
-                    )
-                },
-                |name, partitions| {
-                    TxnOffsetCommitResponseTopic::default()
-                        .with_name(name)
-                        .with_partitions(partitions)
-                },
-                |index, code| {
-                    TxnOffsetCommitResponsePartition::default()
-                        .with_partition_index(index)
-                        .with_error_code(code)
-                },
+    let group_id = &request.group_id.0;
+    let (topic, partition) = state.transactions.offsets_partition(group_id);
+    let transactions = Arc::clone(&state.transactions);
+    let verify: Verify = Arc::new(move |producer_id: i64, epoch: i16| {
+        transactions.verify(producer_id, epoch, &topic, partition)
+    });
+    let topics = to_commit.commit(
+        |offsets| {
+            state.groups.commit_transactional_offsets(
+                group_id,
+                (request.producer_id.0, request.producer_epoch),
+                request.generation_id,
+                &request.member_id,
+                request.group_instance_id.as_deref(),
+                offsets,
+                verify,
             )
-            .await;
-        TxnOffsetCommitResponse::default().with_topics(topics)
-    })
+        },
+        |name, partitions| {
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(name)
+                .with_partitions(partitions)
+        },
+        |index, code| {
+            TxnOffsetCommitResponsePartition::default()
+                .with_partition_index(index)
+                .with_error_code(code)
+        },
+    );
+    ctx.later(async move { TxnOffsetCommitResponse::default().with_topics(topics.await) })
 }
 
 pub(super) fn list(

@@ -1,13 +1,16 @@
-//! One client connection. The reader decodes each frame and starts its request in order
-//! (a produce's appends end before the next frame is read, so a producer's batches keep their
-//! order); each reply is handed, in
-//! order, to the writer, which awaits them one after the other and writes the responses. At
-//! most `max_in_flight_per_connection` requests are under way at once. Stored batches in a
-//! fetch response go from the segment file to the socket with `sendfile`.
+//! One client connection. The reader decodes each frame and starts its request in order: a
+//! produce's appends end before the next frame is read, so a producer's batches keep their
+//! order, and every other request does its work up to its first wait before the next frame is
+//! read, so what a coordinator decides (a commit queued, a member gone) is decided in the order
+//! the client sent it, as when Kafka serves a connection's requests one at a time. Each reply
+//! is handed, in order, to the writer, which awaits them one after the other and writes the
+//! responses. At most `max_in_flight_per_connection` requests are under way at once. Stored
+//! batches in a fetch response go from the segment file to the socket with `sendfile`.
 
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::sync::Arc;
+use std::task::Poll;
 
 use bytes::Bytes;
 use tokio::io::{AsyncWriteExt, BufWriter, Interest};
@@ -23,7 +26,19 @@ use crate::storage::FileRange;
 /// A response on its way to the writer.
 enum Outgoing {
     Ready(Bytes),
+    Answered(Response),
     Pending(JoinHandle<Result<Response, ProtocolError>>),
+}
+
+/// Starts a reply that comes later: its future runs now up to its first wait, in the
+/// connection's order, and the rest of it as a task of its own.
+async fn start_later(
+    mut reply: futures::future::BoxFuture<'static, Result<Response, ProtocolError>>,
+) -> Result<Outgoing, ProtocolError> {
+    match futures::poll!(reply.as_mut()) {
+        Poll::Ready(response) => response.map(Outgoing::Answered),
+        Poll::Pending => Ok(Outgoing::Pending(tokio::spawn(reply))),
+    }
 }
 
 pub(super) async fn run(stream: TcpStream, peer: SocketAddr, state: Arc<BrokerState>) {
@@ -50,9 +65,13 @@ pub(super) async fn run(stream: TcpStream, peer: SocketAddr, state: Arc<BrokerSt
             reply = work.await;
         }
         let outgoing = match reply {
-            Ok(Reply::Ready(bytes)) => Outgoing::Ready(bytes),
-            Ok(Reply::Later(future)) => Outgoing::Pending(tokio::spawn(future)),
+            Ok(Reply::Ready(bytes)) => Ok(Outgoing::Ready(bytes)),
+            Ok(Reply::Later(future)) => start_later(future).await,
             Ok(Reply::Nothing | Reply::InOrder(_)) => continue,
+            Err(e) => Err(e),
+        };
+        let outgoing = match outgoing {
+            Ok(outgoing) => outgoing,
             Err(e) => {
                 tracing::warn!(%peer, error = %e, "closing connection");
                 break;
@@ -76,6 +95,7 @@ async fn write_responses(
     while let Some(outgoing) = rx.recv().await {
         let response = match outgoing {
             Outgoing::Ready(bytes) => Response::Frame(bytes),
+            Outgoing::Answered(response) => response,
             Outgoing::Pending(task) => match task.await {
                 Ok(Ok(response)) => response,
                 Ok(Err(e)) => {
@@ -159,4 +179,41 @@ async fn send_file(stream: &TcpStream, range: &FileRange) -> std::io::Result<()>
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// The work a later reply does before its first wait is done before the connection reads
+    /// its next request; what follows runs on its own.
+    #[tokio::test]
+    async fn a_later_reply_starts_before_the_next_request_is_read() {
+        let steps = Arc::new(AtomicUsize::new(0));
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let reply = {
+            let steps = Arc::clone(&steps);
+            Box::pin(async move {
+                steps.fetch_add(1, Ordering::SeqCst);
+                let _ = released.await;
+                steps.fetch_add(1, Ordering::SeqCst);
+                Ok(Response::Frame(Bytes::from_static(b"answer")))
+            })
+        };
+        let Ok(Outgoing::Pending(task)) = start_later(reply).await else {
+            panic!("a reply that waits runs on as a task");
+        };
+        assert_eq!(steps.load(Ordering::SeqCst), 1, "started in order");
+        release.send(()).unwrap();
+        assert!(matches!(task.await, Ok(Ok(Response::Frame(_)))));
+        assert_eq!(steps.load(Ordering::SeqCst), 2);
+
+        let ready = Box::pin(async { Ok(Response::Frame(Bytes::from_static(b"now"))) });
+        assert!(matches!(
+            start_later(ready).await,
+            Ok(Outgoing::Answered(Response::Frame(_)))
+        ));
+    }
 }

@@ -187,20 +187,16 @@ async fn offsets_committed_in_a_transaction_show_when_it_commits() {
             metadata: String::new(),
             commit_timestamp: 0,
         };
-        let groups = Arc::clone(&c.groups);
-        async move {
-            groups
-                .commit_transactional_offsets(
-                    "readers",
-                    producer,
-                    -1,
-                    "",
-                    None,
-                    vec![("input".to_string(), 0, value)],
-                    verify,
-                )
-                .await
-        }
+        // Checked and queued now; the future waits for the record and holds the offset.
+        c.groups.commit_transactional_offsets(
+            "readers",
+            producer,
+            -1,
+            "",
+            None,
+            vec![("input".to_string(), 0, value)],
+            verify,
+        )
     };
     let committed = |c: &Coordinators| {
         c.groups
@@ -227,6 +223,21 @@ async fn offsets_committed_in_a_transaction_show_when_it_commits() {
         .unwrap();
     assert_eq!(committed(&c), Some(10));
 
+    // Two commits of one transaction whose replies are waited for in the other order: the
+    // later commit's offset is the one held, and the one that shows.
+    c.txns
+        .add_partitions("copier", producer, std::slice::from_ref(&offsets_partition))
+        .await
+        .unwrap();
+    let (earlier, later) = (commit(14), commit(15));
+    later.await.unwrap();
+    earlier.await.unwrap();
+    c.txns
+        .end_transaction("copier", producer, true)
+        .await
+        .unwrap();
+    assert_eq!(committed(&c), Some(15));
+
     // An aborted transaction's offsets never show, not even after a replay.
     c.txns
         .add_partitions("copier", producer, std::slice::from_ref(&offsets_partition))
@@ -237,10 +248,10 @@ async fn offsets_committed_in_a_transaction_show_when_it_commits() {
         .end_transaction("copier", producer, false)
         .await
         .unwrap();
-    assert_eq!(committed(&c), Some(10));
+    assert_eq!(committed(&c), Some(15));
     drop(c);
     let again = open(dir.path(), TxnConfig::default());
-    assert_eq!(committed(&again), Some(10));
+    assert_eq!(committed(&again), Some(15));
     assert!(!again.groups.has_pending_offset("readers", "input", 0));
 }
 

@@ -40,6 +40,10 @@ pub(super) struct BrokerArgs {
     /// default).
     #[arg(long)]
     pub(super) max_connections_per_ip: Option<usize>,
+    /// How long the first rebalance of a new or empty group waits for more members to join
+    /// (`group.initial.rebalance.delay.ms`; Kafka's built-in default is 3000).
+    #[arg(long, default_value_t = 0)]
+    pub(super) group_initial_rebalance_delay_ms: u64,
 }
 
 pub(super) async fn run(args: BrokerArgs) -> std::io::Result<()> {
@@ -49,7 +53,10 @@ pub(super) async fn run(args: BrokerArgs) -> std::io::Result<()> {
         .auto_create_topics(args.auto_create_topics)
         .num_partitions(args.num_partitions)
         .fsync_before_ack(!args.no_fsync)
-        .connections_max_idle(Duration::from_millis(args.connections_max_idle_ms));
+        .connections_max_idle(Duration::from_millis(args.connections_max_idle_ms))
+        .group_initial_rebalance_delay(Duration::from_millis(
+            args.group_initial_rebalance_delay_ms,
+        ));
     if let Some(limit) = args.max_connections_per_ip {
         builder = builder.max_connections_per_ip(limit);
     }
