@@ -6,13 +6,13 @@
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, OnceLock};
 
-use eddy_core::streams::store::{BatchDone, SharedWrites};
+use eddy_core::streams::store::{BatchDone, BatchWrite, SharedWrites};
 
-use super::sled_store::batch_of;
+use super::sled_store::{record_offset, Pages};
 
-/// A batch to apply to a tree.
+/// A batch to apply to a store's pages.
 pub(crate) struct Job {
-    pub(crate) tree: sled::Tree,
+    pub(crate) pages: Pages,
     pub(crate) writes: SharedWrites,
     pub(crate) changelog_offset: Option<i64>,
     /// The store's first failure: what a batch that cannot be applied sets.
@@ -22,10 +22,15 @@ pub(crate) struct Job {
 
 impl Job {
     fn run(self) {
-        let writes = self.writes.iter().map(|(k, v)| (&k[..], v.as_deref()));
+        let writes: Vec<BatchWrite<'_>> = self
+            .writes
+            .iter()
+            .map(|(k, v)| (&k[..], v.as_deref()))
+            .collect();
+        let offset = self.changelog_offset;
         let result = self
-            .tree
-            .apply_batch(batch_of(writes, self.changelog_offset))
+            .pages
+            .apply(&writes, |batch| record_offset(batch, offset))
             .map_err(|e| e.to_string());
         if let Err(e) = &result {
             let _ = self.failure.set(e.clone());

@@ -1,8 +1,8 @@
 //! [`SledBytesStore`]: an inner store in a sled tree, and [`SledStores`], which supplies them,
-//! a database per task. The store's entries are kept under a one-byte prefix and the
-//! changelog offset its contents reach beside them, so that a batch of writes and the offset
-//! it reaches are applied in one atomic sled batch: after a crash the tree holds a batch
-//! whole or not at all, and the offset says where restoration resumes.
+//! a database per task. The store's entries are kept in pages (see `paged`), and the
+//! changelog offset its contents reach beside them, so that the offset a batch of writes
+//! reaches is written with the last of its pages: after a crash the offset says where
+//! restoration resumes, and restoring from there writes again whatever of a batch landed.
 
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -16,20 +16,19 @@ use eddy_core::streams::store::{
 
 use super::applier::{Applier, Job};
 
-/// The prefix of the store's entries.
-const ENTRY: u8 = 0;
-/// The key of the changelog offset the entries reach (8 bytes, big-endian).
-const CHANGELOG_OFFSET: &[u8] = &[1];
+mod page;
+mod paged;
+
+pub(crate) use paged::Pages;
+use paged::{sorted, PageSize, CHANGELOG_OFFSET};
 
 /// An inner store in a sled tree.
 pub struct SledBytesStore {
-    tree: Option<sled::Tree>,
+    pages: Option<Pages>,
     changelog_offset: Option<i64>,
     /// The first failure, after which the store is unusable (shared with the thread that
     /// applies its checkpoints).
     failure: Arc<OnceLock<String>>,
-    /// Where keys are prefixed.
-    key: Vec<u8>,
     /// The thread that applies checkpoints, if the store has one.
     applier: Option<Applier>,
 }
@@ -43,89 +42,54 @@ impl std::fmt::Debug for SledBytesStore {
     }
 }
 
-/// `writes` under the entries' prefix, and the changelog offset they reach, as one sled batch.
-pub(crate) fn batch_of<'a>(
-    writes: impl Iterator<Item = BatchWrite<'a>>,
-    changelog_offset: Option<i64>,
-) -> sled::Batch {
-    let mut batch = sled::Batch::default();
-    let mut entry = Vec::new();
-    for (key, value) in writes {
-        let key = entry_key(&mut entry, key);
-        match value {
-            Some(v) => batch.insert(key, v),
-            None => batch.remove(key),
-        }
-    }
-    if let Some(offset) = changelog_offset {
-        batch.insert(CHANGELOG_OFFSET, &offset.to_be_bytes());
-    }
-    batch
-}
-
-/// `key` under the entries' prefix, in `out`.
-fn entry_key<'a>(out: &'a mut Vec<u8>, key: &[u8]) -> &'a [u8] {
-    out.clear();
-    out.push(ENTRY);
-    out.extend_from_slice(key);
-    out
-}
-
-/// Calls `f` with `key` under the entries' prefix, built on the stack when it is short.
-fn with_entry_key<R>(key: &[u8], f: impl FnOnce(&[u8]) -> R) -> R {
-    const STACK: usize = 64;
-    if key.len() < STACK {
-        let mut buffer = [ENTRY; STACK];
-        buffer[1..=key.len()].copy_from_slice(key);
-        f(&buffer[..=key.len()])
-    } else {
-        f(&[&[ENTRY][..], key].concat())
-    }
-}
-
-/// A bound on keys as a bound on entries.
-fn entry_bound(bound: Bound<&[u8]>) -> Bound<Vec<u8>> {
-    let prefixed = |key: &[u8]| [&[ENTRY][..], key].concat();
-    match bound {
-        Bound::Included(k) => Bound::Included(prefixed(k)),
-        Bound::Excluded(k) => Bound::Excluded(prefixed(k)),
-        Bound::Unbounded => Bound::Unbounded,
-    }
-}
-
 impl SledBytesStore {
-    /// The store in `tree`, reading back the changelog offset it reached.
+    /// The store in `tree`, reading back the changelog offset it reached (and rewriting into
+    /// pages the entries of a store written before pages).
     pub fn new(tree: sled::Tree) -> Self {
-        let mut store = Self {
-            tree: Some(tree),
+        Self::with_page_size(tree, PageSize::default())
+    }
+
+    pub(crate) fn with_page_size(tree: sled::Tree, size: PageSize) -> Self {
+        let store = Self {
+            pages: Some(Pages::new(tree, size)),
             changelog_offset: None,
             failure: Arc::default(),
-            key: Vec::new(),
             applier: None,
         };
-        let read = store.tree().map(|t| t.get(CHANGELOG_OFFSET));
+        store.opened()
+    }
+
+    fn opened(mut self) -> Self {
+        let Some(pages) = self.pages() else {
+            return self;
+        };
+        let read = pages.tree().get(CHANGELOG_OFFSET);
+        if let Err(e) = pages.migrate_legacy_entries() {
+            self.fail(format!(
+                "the store's entries could not be rewritten as pages: {e}"
+            ));
+        }
         match read {
-            Some(Ok(Some(value))) => match <[u8; 8]>::try_from(&value[..]) {
-                Ok(bytes) => store.changelog_offset = Some(i64::from_be_bytes(bytes)),
-                Err(_) => store.fail(format!(
+            Ok(Some(value)) => match <[u8; 8]>::try_from(&value[..]) {
+                Ok(bytes) => self.changelog_offset = Some(i64::from_be_bytes(bytes)),
+                Err(_) => self.fail(format!(
                     "the stored changelog offset has {} bytes, not 8",
                     value.len()
                 )),
             },
-            Some(Ok(None)) | None => {}
-            Some(Err(e)) => store.fail(e),
+            Ok(None) => {}
+            Err(e) => self.fail(e),
         }
-        store
+        self
     }
 
     /// A store that could not be opened: every read finds nothing, every write is dropped,
     /// and [`BytesStore::failure`] says why, so that its task stops.
     pub fn failed(reason: impl std::fmt::Display) -> Self {
         let store = Self {
-            tree: None,
+            pages: None,
             changelog_offset: None,
             failure: Arc::default(),
-            key: Vec::new(),
             applier: None,
         };
         store.fail(reason);
@@ -138,8 +102,8 @@ impl SledBytesStore {
         self
     }
 
-    fn tree(&self) -> Option<&sled::Tree> {
-        self.tree.as_ref().filter(|_| self.failure.get().is_none())
+    fn pages(&self) -> Option<&Pages> {
+        self.pages.as_ref().filter(|_| self.failure.get().is_none())
     }
 
     fn fail(&self, reason: impl std::fmt::Display) {
@@ -148,88 +112,17 @@ impl SledBytesStore {
 
     /// Writes what is in memory to disk (sled writes in the background otherwise).
     pub fn flush(&self) {
-        if let Some(Err(e)) = self.tree().map(sled::Tree::flush) {
+        if let Some(Err(e)) = self.pages().map(|p| p.tree().flush()) {
             self.fail(e);
         }
     }
-}
 
-impl BytesStore for SledBytesStore {
-    fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> bool {
-        let Some(tree) = self.tree() else {
-            return false;
-        };
-        match with_entry_key(key, |entry| tree.get(entry)) {
-            Ok(Some(value)) => {
-                out.extend_from_slice(&value);
-                true
-            }
-            Ok(None) => false,
-            Err(e) => {
-                self.fail(e);
-                false
-            }
-        }
-    }
-
-    fn put(&mut self, key: &[u8], value: &[u8]) {
-        let mut entry = std::mem::take(&mut self.key);
-        if let Some(Err(e)) = self
-            .tree()
-            .map(|t| t.insert(entry_key(&mut entry, key), value))
-        {
-            self.fail(e);
-        }
-        self.key = entry;
-    }
-
-    fn delete(&mut self, key: &[u8]) {
-        let mut entry = std::mem::take(&mut self.key);
-        if let Some(Err(e)) = self.tree().map(|t| t.remove(entry_key(&mut entry, key))) {
-            self.fail(e);
-        }
-        self.key = entry;
-    }
-
-    fn scan(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, visit: &mut Visit<'_>) {
-        let Some(tree) = self.tree() else {
+    /// Applies `writes` (sorted, one a key) and the changelog offset they reach.
+    fn apply(&mut self, writes: &[BatchWrite<'_>], changelog_offset: Option<i64>) {
+        let Some(pages) = self.pages() else {
             return;
         };
-        if !bounds_hold_keys(from, to) {
-            return;
-        }
-        let from = match entry_bound(from) {
-            Bound::Unbounded => Bound::Included(vec![ENTRY]),
-            bound => bound,
-        };
-        let to = match entry_bound(to) {
-            Bound::Unbounded => Bound::Excluded(vec![ENTRY + 1]),
-            bound => bound,
-        };
-        for entry in tree.range::<Vec<u8>, _>((from, to)) {
-            match entry {
-                Ok((key, value)) => {
-                    if !visit(&key[1..], &value) {
-                        return;
-                    }
-                }
-                Err(e) => {
-                    self.fail(e);
-                    return;
-                }
-            }
-        }
-    }
-
-    fn write_batch(
-        &mut self,
-        writes: &mut dyn Iterator<Item = BatchWrite<'_>>,
-        changelog_offset: Option<i64>,
-    ) {
-        let Some(tree) = self.tree() else {
-            return;
-        };
-        match tree.apply_batch(batch_of(writes, changelog_offset)) {
+        match pages.apply(writes, |batch| record_offset(batch, changelog_offset)) {
             Ok(()) => {
                 if changelog_offset.is_some() {
                     self.changelog_offset = changelog_offset;
@@ -238,20 +131,69 @@ impl BytesStore for SledBytesStore {
             Err(e) => self.fail(e),
         }
     }
+}
+
+/// Adds the changelog offset a batch reaches, if any, to the batch.
+pub(crate) fn record_offset(batch: &mut sled::Batch, changelog_offset: Option<i64>) {
+    if let Some(offset) = changelog_offset {
+        batch.insert(CHANGELOG_OFFSET, &offset.to_be_bytes());
+    }
+}
+
+impl BytesStore for SledBytesStore {
+    fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> bool {
+        let Some(pages) = self.pages() else {
+            return false;
+        };
+        pages.get_into(key, out).unwrap_or_else(|e| {
+            self.fail(e);
+            false
+        })
+    }
+
+    fn put(&mut self, key: &[u8], value: &[u8]) {
+        self.apply(&[(key, Some(value))], None);
+    }
+
+    fn delete(&mut self, key: &[u8]) {
+        self.apply(&[(key, None)], None);
+    }
+
+    fn scan(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, visit: &mut Visit<'_>) {
+        let Some(pages) = self.pages() else {
+            return;
+        };
+        if !bounds_hold_keys(from, to) {
+            return;
+        }
+        if let Err(e) = pages.scan(from, to, visit) {
+            self.fail(e);
+        }
+    }
+
+    fn write_batch(
+        &mut self,
+        writes: &mut dyn Iterator<Item = BatchWrite<'_>>,
+        changelog_offset: Option<i64>,
+    ) {
+        let writes = sorted(writes);
+        self.apply(&writes, changelog_offset);
+    }
 
     fn write_batch_later(
         &mut self,
         writes: SharedWrites,
         changelog_offset: Option<i64>,
     ) -> Option<PendingBatch> {
-        let (Some(tree), Some(applier)) = (self.tree(), &self.applier) else {
-            let mut all = writes.iter().map(|(k, v)| (&k[..], v.as_deref()));
-            self.write_batch(&mut all, changelog_offset);
+        let (Some(pages), Some(applier)) = (self.pages(), &self.applier) else {
+            let all: Vec<BatchWrite<'_>> =
+                writes.iter().map(|(k, v)| (&k[..], v.as_deref())).collect();
+            self.apply(&all, changelog_offset);
             return None;
         };
         let (pending, done) = PendingBatch::new();
         let job = Job {
-            tree: tree.clone(),
+            pages: pages.clone(),
             writes,
             changelog_offset,
             failure: self.failure.clone(),
@@ -268,8 +210,12 @@ impl BytesStore for SledBytesStore {
             }
             Err(job) => {
                 // The thread is gone: the batch is applied here.
-                let mut all = job.writes.iter().map(|(k, v)| (&k[..], v.as_deref()));
-                self.write_batch(&mut all, changelog_offset);
+                let all: Vec<BatchWrite<'_>> = job
+                    .writes
+                    .iter()
+                    .map(|(k, v)| (&k[..], v.as_deref()))
+                    .collect();
+                self.apply(&all, changelog_offset);
                 job.done.finish(Ok(()));
                 None
             }

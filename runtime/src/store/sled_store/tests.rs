@@ -92,14 +92,24 @@ proptest! {
     /// The store in sled answers every operation as the store in memory does, and a store
     /// reopened over the same files holds the same entries and changelog offset.
     #[test]
-    fn the_sled_store_answers_as_the_store_in_memory(ops in proptest::collection::vec(op(), 0..40)) {
+    fn the_sled_store_answers_as_the_store_in_memory(
+        ops in proptest::collection::vec(op(), 0..40),
+        tiny_pages in any::<bool>(),
+    ) {
         let dir = tempfile::tempdir().unwrap();
-        let mut sled = SledBytesStore::new(tree(dir.path()));
+        // Pages of an entry or two, a sled batch each: every batch splits and joins pages.
+        let size = if tiny_pages {
+            PageSize { target: 6, max: 12, min: 3, most_batch_bytes: 1 }
+        } else {
+            PageSize::default()
+        };
+        let mut sled = SledBytesStore::with_page_size(tree(dir.path()), size);
         let mut memory = InMemoryBytesStore::new();
         for (i, op) in ops.iter().enumerate() {
             let offset = i64::try_from(i).unwrap();
             prop_assert_eq!(apply(&mut sled, op, offset), apply(&mut memory, op, offset));
             prop_assert_eq!(sled.len(), memory.len());
+            prop_assert_eq!(sled.pages.as_ref().unwrap().check(), Ok(()));
         }
         prop_assert_eq!(contents(&sled), contents(&memory));
         prop_assert_eq!(sled.changelog_offset(), memory.changelog_offset());
@@ -110,6 +120,44 @@ proptest! {
         prop_assert_eq!(contents(&reopened), contents(&memory));
         prop_assert_eq!(reopened.changelog_offset(), memory.changelog_offset());
     }
+}
+
+#[test]
+fn a_store_written_one_entry_a_key_is_rewritten_as_pages_when_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = tree(dir.path());
+    let expected: Vec<(Vec<u8>, Vec<u8>)> = (0..3_000u32)
+        .map(|i| {
+            (
+                i.to_be_bytes().to_vec(),
+                vec![7; usize::try_from(i % 50).unwrap()],
+            )
+        })
+        .collect();
+    for (key, value) in &expected {
+        let legacy: Vec<u8> = [&[paged::LEGACY_ENTRY][..], key].concat();
+        tree.insert(legacy, &value[..]).unwrap();
+    }
+    tree.insert(CHANGELOG_OFFSET, &41i64.to_be_bytes()).unwrap();
+    let store = SledBytesStore::new(tree.clone());
+    assert_eq!(store.failure(), None);
+    assert_eq!(store.changelog_offset(), Some(41));
+    assert_eq!(contents(&store), expected);
+    assert_eq!(store.pages.as_ref().unwrap().check(), Ok(()));
+    assert_eq!(tree.scan_prefix([paged::LEGACY_ENTRY]).count(), 0);
+    let pages = tree.scan_prefix([paged::PAGE]).count();
+    assert!(pages > 1 && pages < 100, "{pages} pages");
+}
+
+#[test]
+fn a_damaged_page_fails_the_store_without_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = tree(dir.path());
+    tree.insert([paged::PAGE], &[9, 0, 0, 0, 1][..]).unwrap();
+    let store = SledBytesStore::new(tree);
+    assert!(!store.get_into(b"k", &mut Vec::new()));
+    let failure = store.failure().expect("a failure");
+    assert!(failure.contains("damaged"), "{failure}");
 }
 
 #[test]
