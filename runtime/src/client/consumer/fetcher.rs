@@ -311,8 +311,9 @@ impl Fetcher {
 
     /// Hands out up to `max` buffered records, in order within each partition.
     pub(crate) fn take_records(&mut self, max: usize) -> Vec<ConsumerRecord> {
-        let mut out = Vec::new();
-        self.take_each(max, |topic, partition, offset, record| {
+        let buffered = self.buffered.iter().map(|b| b.records.len()).sum::<usize>();
+        let mut out = Vec::with_capacity(buffered.min(max));
+        self.take_each(max, |topic, partition, offset, record, _| {
             out.push(ConsumerRecord {
                 topic: Arc::clone(topic),
                 partition,
@@ -331,24 +332,29 @@ impl Fetcher {
     /// queues on its tasks.
     pub(crate) fn take_runs(&mut self, max: usize) -> Vec<PartitionRun> {
         let mut runs: Vec<PartitionRun> = Vec::new();
-        self.take_each(max, |topic, partition, offset, record| {
+        self.take_each(max, |topic, partition, offset, record, coming| {
             match runs.last_mut() {
                 Some(run) if run.partition == partition && Arc::ptr_eq(&run.topic, topic) => {
                     run.records.push((offset, record))
                 }
-                _ => runs.push(PartitionRun {
-                    topic: Arc::clone(topic),
-                    partition,
-                    records: vec![(offset, record)],
-                }),
+                _ => {
+                    let mut records = Vec::with_capacity(coming);
+                    records.push((offset, record));
+                    runs.push(PartitionRun {
+                        topic: Arc::clone(topic),
+                        partition,
+                        records,
+                    })
+                }
             }
         });
         runs
     }
 
-    /// Hands up to `max` buffered records to `take` (topic, partition, offset, record),
+    /// Hands up to `max` buffered records to `take` (topic, partition, offset, record, and
+    /// at most how many records of the partition come in this call, this one included),
     /// partition by partition, moving each partition's position past them.
-    fn take_each(&mut self, max: usize, mut take: impl FnMut(&Arc<str>, i32, i64, Record)) {
+    fn take_each(&mut self, max: usize, mut take: impl FnMut(&Arc<str>, i32, i64, Record, usize)) {
         let mut taken = 0;
         let mut i = 0;
         while taken < max && i < self.buffered.len() {
@@ -368,6 +374,7 @@ impl Fetcher {
             }
             let position = state.position.unwrap_or(0);
             while taken < max {
+                let coming = buffer.records.len().min(max - taken);
                 let Some((offset, record)) = buffer.records.pop_front() else {
                     break;
                 };
@@ -375,7 +382,7 @@ impl Fetcher {
                     continue;
                 }
                 state.position = Some(offset + 1);
-                take(&buffer.name, buffer.tp.partition, offset, record);
+                take(&buffer.name, buffer.tp.partition, offset, record, coming);
                 taken += 1;
             }
             if buffer.records.is_empty() {
