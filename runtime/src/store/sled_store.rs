@@ -20,7 +20,7 @@ mod page;
 mod paged;
 
 pub(crate) use paged::Pages;
-use paged::{sorted, PageSize, CHANGELOG_OFFSET};
+use paged::{sorted, PageSize, ScanLock, CHANGELOG_OFFSET};
 
 /// An inner store in a sled tree.
 pub struct SledBytesStore {
@@ -46,12 +46,14 @@ impl SledBytesStore {
     /// The store in `tree`, reading back the changelog offset it reached (and rewriting into
     /// pages the entries of a store written before pages).
     pub fn new(tree: sled::Tree) -> Self {
-        Self::with_page_size(tree, PageSize::default())
+        Self::with_page_size(tree, PageSize::default(), ScanLock::default())
     }
 
-    pub(crate) fn with_page_size(tree: sled::Tree, size: PageSize) -> Self {
+    /// The store in `tree`, its pages of `size`; `scans` is shared by every store opened
+    /// over the tree, so that a batch applied through one waits for scans through the others.
+    pub(crate) fn with_page_size(tree: sled::Tree, size: PageSize, scans: ScanLock) -> Self {
         let store = Self {
-            pages: Some(Pages::new(tree, size)),
+            pages: Some(Pages::new(tree, size, scans)),
             changelog_offset: None,
             failure: Arc::default(),
             applier: None,
@@ -236,6 +238,9 @@ impl BytesStore for SledBytesStore {
 pub struct SledStores {
     dir: PathBuf,
     databases: Mutex<HashMap<String, sled::Db>>,
+    /// The scan lock of each tree, by task and store: a query reads a task's store through
+    /// a store of its own over the same tree.
+    scan_locks: Mutex<HashMap<(String, String), ScanLock>>,
     /// The thread that applies the stores' checkpoints, started with the first store (none
     /// if it could not be: the stores then apply their checkpoints themselves).
     applier: OnceLock<Option<Applier>>,
@@ -255,6 +260,7 @@ impl SledStores {
         Self {
             dir: dir.into(),
             databases: Mutex::new(HashMap::new()),
+            scan_locks: Mutex::new(HashMap::new()),
             applier: OnceLock::new(),
         }
     }
@@ -363,7 +369,14 @@ impl StoreSupplier for SledStores {
             .and_then(|db| db.open_tree(definition.name()));
         Box::new(match tree {
             Ok(tree) => {
-                let store = SledBytesStore::new(tree);
+                let scans = self
+                    .scan_locks
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry((task.to_string(), definition.name().to_string()))
+                    .or_default()
+                    .clone();
+                let store = SledBytesStore::with_page_size(tree, PageSize::default(), scans);
                 let applier = self.applier.get_or_init(|| match Applier::start() {
                     Ok(applier) => Some(applier),
                     Err(e) => {

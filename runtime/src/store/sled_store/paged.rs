@@ -70,13 +70,15 @@ pub(crate) enum PagesError {
 
 type Result<T> = std::result::Result<T, PagesError>;
 
+/// Held for reading by a tree's scans and for writing by each sled batch of its pages.
+pub(crate) type ScanLock = Arc<RwLock<()>>;
+
 /// The pages of one store.
 #[derive(Debug, Clone)]
 pub(crate) struct Pages {
     tree: sled::Tree,
     size: PageSize,
-    /// Held for reading by scans and for writing by each sled batch of pages.
-    scans: Arc<RwLock<()>>,
+    scans: ScanLock,
 }
 
 /// Calls `f` with `key` under `prefix`, built on the stack when it is short.
@@ -110,13 +112,9 @@ pub(crate) fn sorted<'a>(writes: &mut dyn Iterator<Item = BatchWrite<'a>>) -> Ve
 }
 
 impl Pages {
-    /// The pages in `tree`.
-    pub(crate) fn new(tree: sled::Tree, size: PageSize) -> Self {
-        Self {
-            tree,
-            size,
-            scans: Arc::default(),
-        }
+    /// The pages in `tree`; `scans` is shared by every `Pages` of the tree.
+    pub(crate) fn new(tree: sled::Tree, size: PageSize, scans: ScanLock) -> Self {
+        Self { tree, size, scans }
     }
 
     /// The tree the pages are in.

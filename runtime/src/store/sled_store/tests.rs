@@ -103,7 +103,7 @@ proptest! {
         } else {
             PageSize::default()
         };
-        let mut sled = SledBytesStore::with_page_size(tree(dir.path()), size);
+        let mut sled = SledBytesStore::with_page_size(tree(dir.path()), size, ScanLock::default());
         let mut memory = InMemoryBytesStore::new();
         for (i, op) in ops.iter().enumerate() {
             let offset = i64::try_from(i).unwrap();
@@ -321,4 +321,58 @@ fn a_checkpoint_handed_over_lands_whole_from_the_applier_thread() {
     let reopened = stores.inner("0_0", &definition);
     assert_eq!(reopened.changelog_offset(), Some(7));
     assert_eq!(contents(&*reopened).len(), 1000);
+}
+
+#[test]
+fn a_scan_sees_every_key_once_while_batches_split_and_join_the_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = tree(dir.path());
+    let size = PageSize {
+        target: 64,
+        max: 128,
+        min: 32,
+        most_batch_bytes: 256,
+    };
+    let scans = ScanLock::default();
+    let mut writer = SledBytesStore::with_page_size(tree.clone(), size, scans.clone());
+    let reader = SledBytesStore::with_page_size(tree, size, scans);
+    let kept: Vec<Vec<u8>> = (0..300u32)
+        .map(|i| (i * 2).to_be_bytes().to_vec())
+        .collect();
+    let between: Vec<Vec<u8>> = (0..300u32)
+        .map(|i| (i * 2 + 1).to_be_bytes().to_vec())
+        .collect();
+    let mut writes: Vec<BatchWrite<'_>> = kept.iter().map(|k| (&k[..], Some(&b"v"[..]))).collect();
+    writer.write_batch(&mut writes.drain(..), Some(0));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // Keys between the kept ones come and go: pages are cut and joined every batch.
+            for round in 0..200 {
+                let value: &[u8] = if round % 2 == 0 {
+                    b"a longer value"
+                } else {
+                    b"v"
+                };
+                let mut batch: Vec<BatchWrite<'_>> =
+                    kept.iter().map(|k| (&k[..], Some(value))).collect();
+                batch.extend(
+                    between
+                        .iter()
+                        .map(|k| (&k[..], (round % 2 == 0).then_some(&b"extra"[..]))),
+                );
+                writer.write_batch(&mut batch.into_iter(), Some(round));
+            }
+        });
+        for _ in 0..200 {
+            let mut seen = Vec::new();
+            reader.scan(Bound::Unbounded, Bound::Unbounded, &mut |k, _| {
+                if k.len() == 4 && k[3] % 2 == 0 {
+                    seen.push(k.to_vec());
+                }
+                true
+            });
+            assert_eq!(seen, kept);
+        }
+    });
+    assert_eq!(reader.failure(), None);
 }
