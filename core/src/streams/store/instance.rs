@@ -6,9 +6,9 @@
 use std::sync::{Arc, Mutex};
 
 use super::{
-    BytesStore, ChangelogBatch, ChangelogRecord, Checkpoint, Flushed, KeyValueBytesStore,
-    LayerConfig, LayeredKeyValueStore, SessionBytesStore, StoreBuilder, StoreLayer,
-    WindowBytesStore,
+    BytesStore, CacheBudget, ChangelogBatch, ChangelogRecord, Checkpoint, Flushed,
+    KeyValueBytesStore, LayerConfig, LayeredKeyValueStore, SessionBytesStore, StoreBuilder,
+    StoreLayer, WindowBytesStore,
 };
 use crate::serde::SerdeError;
 
@@ -28,19 +28,19 @@ pub enum StoreInstance {
 pub type SharedStore = Arc<Mutex<Box<dyn KeyValueBytesStore>>>;
 
 impl StoreInstance {
-    /// The store `definition` declares, over `inner`, with a record cache of
-    /// `cache_max_bytes` (0: none) and, under exactly-once, a write buffer. A global store
-    /// has neither: it is written only from its topic.
+    /// The store `definition` declares, over `inner`, with a record cache drawing from
+    /// `cache` (`None`: no cache) and, under exactly-once, a write buffer. A global store has neither: it is written only
+    /// from its topic.
     pub fn build(
         definition: &StoreBuilder,
         inner: Box<dyn BytesStore>,
-        cache_max_bytes: usize,
+        cache: Option<CacheBudget>,
         write_buffer: bool,
     ) -> Self {
         let name = definition.name();
         let config = LayerConfig {
             logging: definition.logging(),
-            cache_max_bytes,
+            cache,
             write_buffer,
         };
         if definition.is_global() {

@@ -36,7 +36,7 @@ pub use key_value::{
     ChangelogRecord, KeyValueBytesStore, KeyValueSerdes, KeyValueStore, UpdateBytes,
 };
 pub use layered::LayeredKeyValueStore;
-pub use layers::{Checkpoint, Flushed, LayerConfig, StoreLayer};
+pub use layers::{CacheBudget, Checkpoint, Flushed, LayerConfig, StoreLayer};
 pub use query::StoreDecoder;
 
 /// The buffers a typed view of a store serializes keys and values into: kept by the task, so

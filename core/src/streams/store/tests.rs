@@ -15,7 +15,7 @@ fn layered() -> Vec<LayerConfig> {
         .into_iter()
         .map(|(cache_max_bytes, write_buffer)| LayerConfig {
             logging: true,
-            cache_max_bytes,
+            cache: LayerConfig::own_cache(cache_max_bytes),
             write_buffer,
         })
         .collect()

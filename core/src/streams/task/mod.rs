@@ -10,6 +10,7 @@
 mod failure;
 mod stores;
 
+use crate::streams::store::CacheBudget;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
@@ -42,7 +43,7 @@ impl GlobalStores {
             .entry(definition.name().to_string())
             .or_insert_with(|| {
                 let inner = supplier.inner("global", definition);
-                match StoreInstance::build(definition, inner, 0, false) {
+                match StoreInstance::build(definition, inner, None, false) {
                     StoreInstance::Shared(store) => store,
                     _ => unreachable!("a global store is shared"),
                 }
@@ -66,10 +67,11 @@ pub struct TaskConfig {
     pub globals: GlobalStores,
     /// How often throttled emissions may happen.
     pub emit_intervals: EmitIntervals,
-    /// The bytes the task's record caches may hold together (`statestore.cache.max.bytes`
-    /// for this task); 0, the default, caches nothing, so every update is forwarded and
-    /// logged at once, as in Kafka's `TopologyTestDriver`.
-    pub cache_max_bytes: usize,
+    /// What the task's record caches draw from together: a budget of their own, or a
+    /// stream thread's, shared with its other tasks (`statestore.cache.max.bytes` over the
+    /// threads, as Kafka's thread cache). `None`, the default, caches nothing, so every
+    /// update is forwarded and logged at once, as in Kafka's `TopologyTestDriver`.
+    pub cache: Option<CacheBudget>,
     /// Whether the task's stores hold their writes until a commit is acknowledged
     /// (exactly-once).
     pub write_buffer: bool,
@@ -85,7 +87,7 @@ impl TaskConfig {
             wall_clock: 0,
             globals: GlobalStores::default(),
             emit_intervals: EmitIntervals::default(),
-            cache_max_bytes: 0,
+            cache: None,
             write_buffer: false,
         }
     }
@@ -143,14 +145,6 @@ impl StreamTask {
             partitions: config.partitions.clone(),
         };
         let task_name: Arc<str> = Arc::from(id.to_string());
-        // The task's cache is shared evenly by its stores.
-        let mut store_names: Vec<&str> = members
-            .iter()
-            .flat_map(|&m| topology.nodes[m].stores.iter().map(String::as_str))
-            .collect();
-        store_names.sort_unstable();
-        store_names.dedup();
-        let cache_per_store = config.cache_max_bytes / store_names.len().max(1);
         let mut stores = Vec::new();
         let mut nodes = Vec::with_capacity(members.len());
         let mut inputs = Vec::new();
@@ -184,7 +178,7 @@ impl StreamTask {
                             StoreInstance::build(
                                 &definition,
                                 config.stores.inner(&task_name, &definition),
-                                cache_per_store,
+                                config.cache.clone(),
                                 config.write_buffer,
                             )
                         };

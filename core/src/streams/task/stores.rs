@@ -130,6 +130,7 @@ mod tests {
     use crate::log::Record as RawRecord;
     use crate::serde::{I64Serde, Nullable, Serde, StringSerde};
     use crate::streams::internals::{StreamTask, TaskConfig};
+    use crate::streams::store::LayerConfig;
     use crate::streams::{Consumed, Grouped, Materialized, Produced, StreamsBuilder, TaskId};
 
     /// A count by key, with a record cache of `cache_max_bytes`.
@@ -149,7 +150,7 @@ mod tests {
     fn task_of(builder: StreamsBuilder, cache_max_bytes: usize) -> StreamTask {
         let topology = builder.build().unwrap();
         let mut config = TaskConfig::new("app");
-        config.cache_max_bytes = cache_max_bytes;
+        config.cache = LayerConfig::own_cache(cache_max_bytes);
         let id = TaskId {
             subtopology: 0,
             partition: 0,

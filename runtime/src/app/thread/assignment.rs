@@ -89,8 +89,7 @@ impl TaskManager {
             })?;
         let mut task_config = TaskConfig::new(self.config.application_id.clone());
         task_config.stores = self.stores.clone();
-        task_config.cache_max_bytes =
-            self.config.statestore_cache_max_bytes / self.config.num_stream_threads.max(1);
+        task_config.cache = self.cache.clone();
         // Under either guarantee: sled takes a key once per checkpoint, however often it
         // changes; under exactly-once, sled holds committed state only.
         task_config.write_buffer = true;

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use eddy_core::log::TopicPartition;
 use eddy_core::streams::internals::ErrorOrigin;
+use eddy_core::streams::store::LayerConfig;
 use eddy_core::streams::{StreamsError, TaskId, Topology};
 use tokio::sync::{watch, Mutex};
 use tracing::Instrument;
@@ -186,9 +187,14 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
     let application_id = config.application_id.clone();
     let checkpoint_max_bytes = config.state_checkpoint_max_bytes;
     let max_task_idle = config.max_task_idle;
+    // One record cache budget for the thread's tasks, as Kafka's thread cache.
+    let cache = LayerConfig::own_cache(
+        config.statestore_cache_max_bytes / config.num_stream_threads.max(1),
+    );
     let manager = Arc::new(Mutex::new(TaskManager {
         topology,
         config,
+        cache,
         stores,
         assignor: assignor.clone(),
         updater: StateUpdater::new(restore_consumer, transaction_timeout, checkpoint_max_bytes),

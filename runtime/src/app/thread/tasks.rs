@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use eddy_core::log::TopicPartition;
 use eddy_core::streams::internals::StreamTask;
-use eddy_core::streams::store::Checkpoint;
+use eddy_core::streams::store::{CacheBudget, Checkpoint};
 use eddy_core::streams::{TaskId, Topology};
 
 use super::assignment::Probing;
@@ -39,6 +39,9 @@ pub(super) struct TaskManager {
     pub(super) topology: Arc<Topology>,
     pub(super) config: StreamsConfig,
     pub(super) stores: Arc<SledStores>,
+    /// What the record caches of all the thread's tasks draw from
+    /// (`statestore.cache.max.bytes` over the threads).
+    pub(super) cache: Option<CacheBudget>,
     pub(super) assignor: Arc<StreamsAssignor>,
     /// The thread's producer, its transaction and the sends in flight.
     pub(super) output: StreamsProducer,

@@ -181,7 +181,7 @@ fn a_task_store_over_sled_keeps_only_committed_writes_under_exactly_once() {
     let definition = counts();
     let config = LayerConfig {
         logging: true,
-        cache_max_bytes: 0,
+        cache: None,
         write_buffer: true,
     };
     let mut store = LayeredKeyValueStore::new("counts", stores.inner("0_0", &definition), config);

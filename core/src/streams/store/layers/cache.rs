@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
+use super::cache_budget::CacheBudget;
 use super::overlay::{merged_len, merged_scan, Overlay};
 use super::{Checkpoint, StoreLayer};
 use crate::streams::store::changelog::ChangelogBatch;
@@ -138,8 +139,7 @@ pub struct RecordCache {
     clock: u64,
     /// The clock at the last flush: no entry is dirty while it has not moved.
     flushed_at: u64,
-    bytes: usize,
-    max_bytes: usize,
+    held: Held,
     /// Where a value read from below goes before an update.
     scratch: Vec<u8>,
     /// Where an update builds its value.
@@ -154,14 +154,19 @@ pub struct RecordCache {
 impl RecordCache {
     /// A cache of at most `max_bytes` over `below`.
     pub fn new(below: Box<dyn StoreLayer>, max_bytes: usize) -> Self {
+        Self::sharing(below, CacheBudget::new(max_bytes))
+    }
+
+    /// A cache over `below` drawing from `budget`, which other caches may share: while they
+    /// hold more than it together, a write to this cache sends its oldest entries down.
+    pub fn sharing(below: Box<dyn StoreLayer>, budget: CacheBudget) -> Self {
         Self {
             below,
             entries: Overlay::new(),
             by_use: BTreeMap::new(),
             clock: 0,
             flushed_at: 0,
-            bytes: 0,
-            max_bytes,
+            held: Held { bytes: 0, budget },
             scratch: Vec::new(),
             built: Vec::new(),
             forwarding: Forwarding::Off,
@@ -172,7 +177,7 @@ impl RecordCache {
 
     /// The bytes the cache counts as held.
     pub fn bytes(&self) -> usize {
-        self.bytes
+        self.held.bytes
     }
 
     /// How many keys are cached.
@@ -184,14 +189,14 @@ impl RecordCache {
         self.clock += 1;
         let used = self.clock;
         match self.entries.get_mut(key) {
-            Some(entry) => rewrite(entry, value, used, &mut self.by_use, &mut self.bytes),
+            Some(entry) => rewrite(entry, value, used, &mut self.by_use, &mut self.held),
             None => {
                 let entry = CacheEntry {
                     value: value.map(Box::from),
                     dirty: true,
                     used,
                 };
-                self.bytes += entry.size(key);
+                self.held.add(entry.size(key));
                 self.entries.insert(key.into(), entry);
                 self.by_use.insert(used, key.into());
             }
@@ -199,14 +204,14 @@ impl RecordCache {
         self.evict();
     }
 
-    /// Sends the oldest entries down until the cache fits.
+    /// Sends the oldest entries down while the caches of the budget hold more than it.
     fn evict(&mut self) {
-        while self.bytes > self.max_bytes {
+        while self.held.budget.exceeded() {
             let Some((_, key)) = self.by_use.pop_first() else {
                 break;
             };
             let entry = self.entries.remove(&key).expect("a key in use is cached");
-            self.bytes -= entry.size(&key);
+            self.held.sub(entry.size(&key));
             if entry.dirty {
                 let value = entry.value.as_deref();
                 let (below, flushed, old) = (&mut self.below, &mut self.flushed, &mut self.old);
@@ -233,7 +238,7 @@ impl RecordCache {
             if present || had {
                 self.clock += 1;
                 let value = present.then_some(&new[..]);
-                rewrite(entry, value, self.clock, &mut self.by_use, &mut self.bytes);
+                rewrite(entry, value, self.clock, &mut self.by_use, &mut self.held);
                 self.evict();
             }
             return;
@@ -249,9 +254,38 @@ impl RecordCache {
     /// Forgets `key`, returning its entry.
     fn forget(&mut self, key: &[u8]) -> Option<CacheEntry> {
         let entry = self.entries.remove(key)?;
-        self.bytes -= entry.size(key);
+        self.held.sub(entry.size(key));
         self.by_use.remove(&entry.used);
         Some(entry)
+    }
+}
+
+/// The bytes a cache holds, counted against its budget as well.
+struct Held {
+    bytes: usize,
+    budget: CacheBudget,
+}
+
+impl Held {
+    fn add(&mut self, bytes: usize) {
+        self.bytes += bytes;
+        self.budget.take(bytes);
+    }
+
+    fn sub(&mut self, bytes: usize) {
+        self.bytes -= bytes;
+        self.budget.give_back(bytes);
+    }
+
+    fn clear(&mut self) {
+        self.sub(self.bytes);
+    }
+}
+
+/// A cache dropped (its task closed) gives its bytes back.
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.clear();
     }
 }
 
@@ -261,12 +295,12 @@ fn rewrite(
     value: Option<&[u8]>,
     used: u64,
     by_use: &mut BTreeMap<u64, Box<[u8]>>,
-    bytes: &mut usize,
+    held: &mut Held,
 ) {
     let key = by_use
         .remove(&entry.used)
         .expect("a cached key has a place in the order of use");
-    *bytes -= entry.size(&key);
+    held.sub(entry.size(&key));
     match (&mut entry.value, value) {
         // A value of the same length (a count, a sum) is rewritten in place.
         (Some(old), Some(new)) if old.len() == new.len() => old.copy_from_slice(new),
@@ -274,7 +308,7 @@ fn rewrite(
     }
     entry.dirty = true;
     entry.used = used;
-    *bytes += entry.size(&key);
+    held.add(entry.size(&key));
     by_use.insert(used, key);
 }
 
@@ -416,7 +450,7 @@ impl StoreLayer for RecordCache {
     fn abort(&mut self) {
         self.entries.clear();
         self.by_use.clear();
-        self.bytes = 0;
+        self.held.clear();
         self.flushed.clear();
         self.below.abort()
     }

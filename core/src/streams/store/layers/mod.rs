@@ -6,6 +6,7 @@
 //! stores are built over the top one, so every inner store gets them all.
 
 mod cache;
+mod cache_budget;
 mod logging;
 mod overlay;
 mod restored;
@@ -14,6 +15,7 @@ mod write_buffer;
 use std::ops::Bound;
 
 pub use cache::{Flushed, RecordCache};
+pub use cache_budget::CacheBudget;
 pub use logging::{ChangeLogging, ChangelogKeys};
 pub use write_buffer::WriteBuffer;
 
@@ -149,12 +151,12 @@ pub enum Checkpoint {
 }
 
 /// Which layers a store gets over its inner store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LayerConfig {
     /// Record its writes for the changelog topic.
     pub logging: bool,
-    /// Hold up to this many bytes of writes in a record cache (0: no cache).
-    pub cache_max_bytes: usize,
+    /// Hold writes in a record cache drawing from this budget (`None`: no cache).
+    pub cache: Option<CacheBudget>,
     /// Hold writes until a checkpoint after their commit (exactly-once: the inner store
     /// holds committed state only; either guarantee: a key written often reaches the inner
     /// store once per checkpoint).
@@ -165,9 +167,14 @@ impl LayerConfig {
     /// A logged store without cache or write buffer: what the `TestDriver` gives its stores.
     pub const LOGGED: LayerConfig = LayerConfig {
         logging: true,
-        cache_max_bytes: 0,
+        cache: None,
         write_buffer: false,
     };
+
+    /// A record cache of its own of `max_bytes` (none for 0).
+    pub fn own_cache(max_bytes: usize) -> Option<CacheBudget> {
+        (max_bytes > 0).then(|| CacheBudget::new(max_bytes))
+    }
 
     /// The layers of `config` over `inner`, bottom to top: write buffer, change-logging
     /// (changelog keys in the layout `keys`), record cache.
@@ -180,8 +187,8 @@ impl LayerConfig {
         if self.logging {
             store = Box::new(ChangeLogging::new(store, keys));
         }
-        if self.cache_max_bytes > 0 {
-            store = Box::new(RecordCache::new(store, self.cache_max_bytes));
+        if let Some(budget) = self.cache {
+            store = Box::new(RecordCache::sharing(store, budget));
         }
         store
     }

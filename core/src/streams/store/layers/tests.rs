@@ -68,7 +68,7 @@ fn configs() -> Vec<LayerConfig> {
             for write_buffer in [false, true] {
                 all.push(LayerConfig {
                     logging,
-                    cache_max_bytes,
+                    cache: LayerConfig::own_cache(cache_max_bytes),
                     write_buffer,
                 });
             }
@@ -89,14 +89,23 @@ struct Run {
 }
 
 /// Runs `ops` on the layers of `config` and on a `BTreeMap`, checking every read.
-fn run(config: LayerConfig, ops: &[Op]) -> Result<Run, TestCaseError> {
+fn run(config: &LayerConfig, ops: &[Op]) -> Result<Run, TestCaseError> {
     run_over(config, ops, Shared::default())
 }
 
 /// [`run`] over `inner`.
-fn run_over(config: LayerConfig, ops: &[Op], inner: Shared) -> Result<Run, TestCaseError> {
+fn run_over(config: &LayerConfig, ops: &[Op], inner: Shared) -> Result<Run, TestCaseError> {
     let later = inner.is_later();
-    let mut store = config.build(Box::new(inner.clone()), ChangelogKeys::SAME);
+    // A budget of the store's own, not shared with another run of the same configuration.
+    let cache = config
+        .cache
+        .as_ref()
+        .map(|c| CacheBudget::new(c.max_bytes()));
+    let mut store = LayerConfig {
+        cache,
+        ..config.clone()
+    }
+    .build(Box::new(inner.clone()), ChangelogKeys::SAME);
     let mut model = Model::new();
     let mut committed = Model::new();
     let mut checkpointed = Model::new();
@@ -219,7 +228,7 @@ proptest! {
     #[test]
     fn layered_stores_behave_as_a_btreemap(ops in proptest::collection::vec(op(), 0..60)) {
         for config in configs() {
-            run(config, &ops)?;
+            run(&config, &ops)?;
         }
     }
 
@@ -229,7 +238,7 @@ proptest! {
     #[test]
     fn replaying_the_changelog_rebuilds_the_store(ops in proptest::collection::vec(op(), 0..60)) {
         for config in configs().into_iter().filter(|c| c.logging) {
-            let Run { mut store, mut changelog, model, .. } = run(config, &ops)?;
+            let Run { mut store, mut changelog, model, .. } = run(&config, &ops)?;
             store.flush();
             changelog.extend(store.take_changelog());
             prop_assert!(store.take_changelog().is_empty());
@@ -265,10 +274,10 @@ proptest! {
     fn batches_applied_later_read_the_same(ops in proptest::collection::vec(op(), 0..60)) {
         for config in configs().into_iter().filter(|c| c.write_buffer) {
             let Run { mut store, inner, committed, .. } =
-                run_over(config, &ops, Shared::later())?;
+                run_over(&config, &ops, Shared::later())?;
             store.checkpoint(Checkpoint::Wait);
             // Its batch on its way, the store still reads as committed and written.
-            prop_assert_eq!(store.len(), run(config, &ops)?.model.len());
+            prop_assert_eq!(store.len(), run(&config, &ops)?.model.len());
             drop(store);
             // Dropped, the buffer waited for its last batch: the inner store holds every
             // committed write.
@@ -291,9 +300,9 @@ proptest! {
         if reversed {
             run.reverse();
         }
-        for config in configs().into_iter().filter(|c| c.cache_max_bytes == 0) {
-            let Run { store: mut at_once, inner: inner_at_once, .. } = run_over(config, &before, Shared::default())?;
-            let Run { store: mut one_by_one, inner: inner_one_by_one, .. } = run_over(config, &before, Shared::default())?;
+        for config in configs().into_iter().filter(|c| c.cache.is_none()) {
+            let Run { store: mut at_once, inner: inner_at_once, .. } = run_over(&config, &before, Shared::default())?;
+            let Run { store: mut one_by_one, inner: inner_one_by_one, .. } = run_over(&config, &before, Shared::default())?;
             at_once.put_run(&run);
             for &(key, value) in &run {
                 one_by_one.put(key, value);
@@ -325,7 +334,7 @@ proptest! {
         ops in proptest::collection::vec(op(), 0..60),
     ) {
         for config in configs().into_iter().filter(|c| c.write_buffer) {
-            let Run { mut store, inner, committed, checkpointed, .. } = run(config, &ops)?;
+            let Run { mut store, inner, committed, checkpointed, .. } = run(&config, &ops)?;
             store.abort();
             prop_assert_eq!(inner.contents(), checkpointed.clone());
             prop_assert_eq!(
@@ -346,7 +355,7 @@ fn the_cache_sends_a_key_down_once_however_often_it_changes() {
     let inner = Shared::default();
     let config = LayerConfig {
         logging: true,
-        cache_max_bytes: 10_000,
+        cache: LayerConfig::own_cache(10_000),
         write_buffer: false,
     };
     let mut store = config.build(Box::new(inner.clone()), ChangelogKeys::SAME);
@@ -375,7 +384,7 @@ fn the_cache_sends_a_key_down_once_however_often_it_changes() {
 fn an_unlogged_write_sends_a_pending_cached_write_down_first() {
     let config = LayerConfig {
         logging: true,
-        cache_max_bytes: 10_000,
+        cache: LayerConfig::own_cache(10_000),
         write_buffer: false,
     };
     let inner = Shared::default();
@@ -392,7 +401,7 @@ fn an_unlogged_write_sends_a_pending_cached_write_down_first() {
 fn a_write_buffer_keeps_restored_writes_under_the_open_interval_and_off_a_busy_inner_store() {
     let config = LayerConfig {
         logging: true,
-        cache_max_bytes: 0,
+        cache: None,
         write_buffer: true,
     };
     let inner = Shared::gated();
