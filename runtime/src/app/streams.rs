@@ -221,10 +221,19 @@ impl Streams {
         let admin = Admin::new(admin_config).await?;
         create_internal_topics(&admin, &self.topology, &self.config).await?;
         let stores = Arc::new(SledStores::new(&dir));
-        // Opening each database on disk reads and writes files: off the async workers.
+        let database_dir = stores.database_dir();
+        // Opening the database reads and writes files: off the async workers.
         let on_disk = {
             let stores = stores.clone();
-            crate::blocking::unblocked(move || stores.offsets_on_disk()).await
+            crate::blocking::unblocked(move || stores.open().map(|()| stores.offsets_on_disk()))
+                .await
+                .map_err(|e| StartError::StateDir {
+                    dir: database_dir,
+                    source: match e {
+                        sled::Error::Io(e) => e,
+                        other => std::io::Error::other(other.to_string()),
+                    },
+                })?
         };
         let on_disk_sums = thread::on_disk_sums(on_disk);
         let (shutdown, watch) = watch::channel(false);

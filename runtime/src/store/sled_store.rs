@@ -1,17 +1,13 @@
-//! [`SledBytesStore`]: an inner store in a sled tree, and [`SledStores`], which supplies them,
-//! a database per task. The store's entries are kept in pages (see `paged`), and the
+//! [`SledBytesStore`]: an inner store in a sled tree. The store's entries are kept in pages (see `paged`), and the
 //! changelog offset its contents reach beside them, so that the offset a batch of writes
 //! reaches is written with the last of its pages: after a crash the offset says where
 //! restoration resumes, and restoring from there writes again whatever of a batch landed.
 
-use std::collections::HashMap;
 use std::ops::Bound;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use eddy_core::streams::store::{
-    bounds_hold_keys, BatchWrite, BytesStore, PendingBatch, SharedWrites, StoreBuilder,
-    StoreSupplier, Visit,
+    bounds_hold_keys, BatchWrite, BytesStore, PendingBatch, SharedWrites, Visit,
 };
 
 use super::applier::{Applier, Job};
@@ -19,8 +15,8 @@ use super::applier::{Applier, Job};
 mod page;
 mod paged;
 
-pub(crate) use paged::Pages;
-use paged::{sorted, PageSize, ScanLock, CHANGELOG_OFFSET};
+use paged::sorted;
+pub(crate) use paged::{PageSize, Pages, ScanLock, CHANGELOG_OFFSET};
 
 /// An inner store in a sled tree.
 pub struct SledBytesStore {
@@ -233,170 +229,5 @@ impl BytesStore for SledBytesStore {
     }
 }
 
-/// Supplies each task's stores from its own sled database under `<dir>/<task>/`, a tree per
-/// store.
-pub struct SledStores {
-    dir: PathBuf,
-    databases: Mutex<HashMap<String, sled::Db>>,
-    /// The scan lock of each tree, by task and store: a query reads a task's store through
-    /// a store of its own over the same tree.
-    scan_locks: Mutex<HashMap<(String, String), ScanLock>>,
-    /// The thread that applies the stores' checkpoints, started with the first store (none
-    /// if it could not be: the stores then apply their checkpoints themselves).
-    applier: OnceLock<Option<Applier>>,
-}
-
-impl std::fmt::Debug for SledStores {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SledStores")
-            .field("dir", &self.dir)
-            .finish_non_exhaustive()
-    }
-}
-
-impl SledStores {
-    /// Stores under `dir` (an application's state directory: `state.dir/<application id>`).
-    pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self {
-            dir: dir.into(),
-            databases: Mutex::new(HashMap::new()),
-            scan_locks: Mutex::new(HashMap::new()),
-            applier: OnceLock::new(),
-        }
-    }
-
-    /// Where the task `task` keeps its stores.
-    pub fn task_dir(&self, task: &str) -> PathBuf {
-        self.dir.join(task)
-    }
-
-    /// Opens the database of `task` ahead of its stores, so that creating them finds it
-    /// open. Opening reads and writes files, and waits up to 10 s for a database of the
-    /// same directory just dropped to let go of its lock: callers on async workers run it
-    /// on a blocking thread.
-    pub(crate) fn open_task(&self, task: &str) -> Result<(), sled::Error> {
-        self.database(task).map(drop)
-    }
-
-    fn database(&self, task: &str) -> Result<sled::Db, sled::Error> {
-        let mut databases = self.databases.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(db) = databases.get(task) {
-            return Ok(db.clone());
-        }
-        let db = open(&self.task_dir(task))?;
-        databases.insert(task.to_string(), db.clone());
-        Ok(db)
-    }
-
-    /// The tasks whose state lies under the directory (each subdirectory holding a sled
-    /// database), with the changelog offset each of their stores reached: what an instance
-    /// reports so that tasks return to where their state is. Unreadable ones are skipped.
-    pub fn offsets_on_disk(&self) -> Vec<(String, Vec<i64>)> {
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
-            return Vec::new();
-        };
-        let mut found = Vec::new();
-        for entry in entries.flatten() {
-            let Ok(name) = entry.file_name().into_string() else {
-                continue;
-            };
-            if !entry.path().join("conf").is_file() {
-                continue;
-            }
-            let was_open = self
-                .databases
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .contains_key(&name);
-            let Ok(db) = self.database(&name) else {
-                continue;
-            };
-            let offsets: Vec<i64> = db
-                .tree_names()
-                .into_iter()
-                .filter_map(|tree| db.open_tree(tree).ok()?.get(CHANGELOG_OFFSET).ok()?)
-                .filter_map(|value| <[u8; 8]>::try_from(&value[..]).ok())
-                .map(i64::from_be_bytes)
-                .collect();
-            drop(db);
-            if !was_open {
-                // Reopened when a task of it comes.
-                let _ = self.close(&name);
-            }
-            found.push((name, offsets));
-        }
-        found.sort();
-        found
-    }
-
-    /// Closes the database of `task` once its stores are dropped, writing it to disk.
-    pub fn close(&self, task: &str) -> Result<(), sled::Error> {
-        let db = self
-            .databases
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(task);
-        match db {
-            Some(db) => db.flush().map(|_| ()),
-            None => Ok(()),
-        }
-    }
-}
-
-/// How long an open waits for a database of the same directory, just dropped, to let go
-/// of its lock (sled's flusher thread holds it a moment after the drop).
-const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
-
-fn open(dir: &Path) -> Result<sled::Db, sled::Error> {
-    let deadline = std::time::Instant::now() + LOCK_WAIT;
-    loop {
-        match sled::Config::new().path(dir).open() {
-            Err(sled::Error::Io(e))
-                if e.to_string().contains("could not acquire lock")
-                    && std::time::Instant::now() < deadline =>
-            {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            other => return other,
-        }
-    }
-}
-
-impl StoreSupplier for SledStores {
-    fn inner(&self, task: &str, definition: &StoreBuilder) -> Box<dyn BytesStore> {
-        let tree = self
-            .database(task)
-            .and_then(|db| db.open_tree(definition.name()));
-        Box::new(match tree {
-            Ok(tree) => {
-                let scans = self
-                    .scan_locks
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .entry((task.to_string(), definition.name().to_string()))
-                    .or_default()
-                    .clone();
-                let store = SledBytesStore::with_page_size(tree, PageSize::default(), scans);
-                let applier = self.applier.get_or_init(|| match Applier::start() {
-                    Ok(applier) => Some(applier),
-                    Err(e) => {
-                        tracing::warn!("checkpoints are applied on the stream threads: {e}");
-                        None
-                    }
-                });
-                match applier {
-                    Some(applier) => store.with_applier(applier.clone()),
-                    None => store,
-                }
-            }
-            Err(e) => SledBytesStore::failed(format!(
-                "store {} of task {task} could not be opened under {}: {e}",
-                definition.name(),
-                self.task_dir(task).display()
-            )),
-        })
-    }
-}
-
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -77,7 +77,7 @@ impl TaskManager {
     async fn new_task(&mut self, id: TaskId) -> Result<StreamTask, ThreadError> {
         let stores = self.stores.clone();
         let name = id.to_string();
-        let dir = self.stores.task_dir(&name);
+        let dir = self.stores.database_dir();
         crate::blocking::unblocked(move || stores.open_task(&name))
             .await
             .map_err(|e| ThreadError::Task {
@@ -418,10 +418,11 @@ fn offset_sum(task: &mut StreamTask) -> i64 {
         .sum()
 }
 
-/// The offset sums of the tasks whose state lies in `dirs` (task directory names with the
+/// The offset sums of the tasks whose state lies on disk (`tasks`: task names with the
 /// changelog offsets of their stores), for the tasks' names that parse.
-pub(crate) fn on_disk_sums(dirs: Vec<(String, Vec<i64>)>) -> BTreeMap<TaskId, i64> {
-    dirs.into_iter()
+pub(crate) fn on_disk_sums(tasks: Vec<(String, Vec<i64>)>) -> BTreeMap<TaskId, i64> {
+    tasks
+        .into_iter()
         .filter_map(|(name, offsets)| {
             let (subtopology, partition) = name.split_once('_')?;
             let id = TaskId {

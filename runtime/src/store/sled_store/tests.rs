@@ -1,27 +1,19 @@
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
-use eddy_core::streams::store::{
-    Checkpoint, InMemoryBytesStore, KeyValueBytesStore, LayerConfig, LayeredKeyValueStore,
-};
+use eddy_core::streams::store::InMemoryBytesStore;
 use proptest::prelude::*;
 
 use super::*;
+use crate::store::supplier::open;
 
 fn tree(dir: &Path) -> sled::Tree {
     open(dir).unwrap().open_tree("counts").unwrap()
 }
 
-/// A key-value store of counts by name.
-fn counts() -> StoreBuilder {
-    StoreBuilder::key_value(
-        "counts",
-        eddy_core::serde::StringSerde,
-        eddy_core::serde::I64Serde,
-    )
-}
-
-fn contents(store: &dyn BytesStore) -> Vec<(Vec<u8>, Vec<u8>)> {
+/// Every entry of `store`, in key order.
+pub(crate) fn contents(store: &dyn BytesStore) -> Vec<(Vec<u8>, Vec<u8>)> {
     let mut all = Vec::new();
     store.scan(Bound::Unbounded, Bound::Unbounded, &mut |k, v| {
         all.push((k.to_vec(), v.to_vec()));
@@ -174,74 +166,6 @@ fn a_damaged_changelog_offset_is_a_failure_not_a_panic() {
     assert!(SledBytesStore::failed("gone").failure().is_some());
 }
 
-#[test]
-fn a_task_store_over_sled_keeps_only_committed_writes_under_exactly_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let stores = SledStores::new(dir.path());
-    let definition = counts();
-    let config = LayerConfig {
-        logging: true,
-        cache: None,
-        write_buffer: true,
-    };
-    let mut store = LayeredKeyValueStore::new("counts", stores.inner("0_0", &definition), config);
-    store.put_slice(b"a", Some(b"1"));
-    store.layers_mut().commit(Some(1));
-    store.layers_mut().checkpoint(Checkpoint::Wait);
-    store.put_slice(b"a", Some(b"2"));
-    store.layers_mut().commit(Some(2));
-    store.put_slice(b"b", Some(b"3"));
-    assert_eq!(store.get(b"a").as_deref(), Some(&b"2"[..]));
-    // The transaction aborted: the store reads as its last commit left it.
-    store.layers_mut().abort();
-    assert_eq!(store.get(b"a").as_deref(), Some(&b"2"[..]));
-    assert_eq!(store.get(b"b"), None);
-    // A crash before the next checkpoint: sled holds the first interval, with its offset,
-    // and never saw the third.
-    drop(store);
-    stores.close("0_0").unwrap();
-    let reopened = stores.inner("0_0", &definition);
-    assert_eq!(reopened.failure(), None);
-    assert_eq!(contents(&*reopened), [(b"a".to_vec(), b"1".to_vec())]);
-    assert_eq!(reopened.changelog_offset(), Some(1));
-    assert!(stores.task_dir("0_0").is_dir());
-}
-
-#[test]
-fn the_state_on_disk_is_found_with_the_offsets_its_stores_reached() {
-    let dir = tempfile::tempdir().unwrap();
-    let stores = SledStores::new(dir.path());
-    let store = |name: &str| {
-        StoreBuilder::key_value(
-            name,
-            eddy_core::serde::StringSerde,
-            eddy_core::serde::I64Serde,
-        )
-    };
-    let mut counts = stores.inner("0_1", &store("counts"));
-    counts.write_batch(&mut std::iter::once((&b"a"[..], Some(&b"1"[..]))), Some(40));
-    let mut totals = stores.inner("0_1", &store("totals"));
-    totals.write_batch(&mut std::iter::empty(), Some(2));
-    // A store that never committed reports no offset.
-    let _unlogged = stores.inner("1_0", &store("seen"));
-    drop((counts, totals, _unlogged));
-    stores.close("0_1").unwrap();
-    stores.close("1_0").unwrap();
-    std::fs::create_dir(dir.path().join("not-a-store")).unwrap();
-
-    let found = stores.offsets_on_disk();
-    assert_eq!(
-        found,
-        [
-            ("0_1".to_string(), vec![40, 2]),
-            ("1_0".to_string(), vec![])
-        ]
-    );
-    // Reading them leaves nothing open: a task's store opens again.
-    let reopened = stores.inner("0_1", &store("counts"));
-    assert_eq!(reopened.changelog_offset(), Some(40));
-}
-
 /// The child's side of the crash test: batches that set every key to the batch's number,
 /// each with that number as its changelog offset, flushed now and then, until killed.
 fn write_batches_until_killed(dir: &Path) {
@@ -297,30 +221,6 @@ fn a_batch_survives_sigkill_whole_or_not_at_all() {
     for (_, value) in entries {
         assert_eq!(value, offset.to_be_bytes(), "a batch was applied in part");
     }
-}
-
-#[test]
-fn a_checkpoint_handed_over_lands_whole_from_the_applier_thread() {
-    let dir = tempfile::tempdir().unwrap();
-    let stores = SledStores::new(dir.path());
-    let definition = counts();
-    let mut store = stores.inner("0_0", &definition);
-    let writes: eddy_core::streams::store::SharedWrites = std::sync::Arc::new(
-        (0..1000u32)
-            .map(|i| (Box::from(&i.to_be_bytes()[..]), Some(Box::from(&b"v"[..]))))
-            .collect(),
-    );
-    let pending = store
-        .write_batch_later(writes, Some(7))
-        .expect("a store of an application applies it on its thread");
-    pending.wait().unwrap();
-    assert_eq!(contents(&*store).len(), 1000);
-    assert_eq!(store.changelog_offset(), Some(7));
-    drop(store);
-    stores.close("0_0").unwrap();
-    let reopened = stores.inner("0_0", &definition);
-    assert_eq!(reopened.changelog_offset(), Some(7));
-    assert_eq!(contents(&*reopened).len(), 1000);
 }
 
 #[test]

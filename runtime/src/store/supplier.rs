@@ -1,0 +1,244 @@
+//! [`SledStores`]: the stores of an instance's tasks, every one a tree of one sled database
+//! under the application's state directory (`state.dir/<application id>/stores/`), named
+//! `<task>/<store>`. One database means one page cache, one flusher thread and one lock for
+//! the instance however many tasks it runs; a second instance over the same directory is
+//! refused rather than sharing it. State kept by earlier versions, a database per task
+//! under `<task>/`, is moved into the instance's database when it is first opened.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use eddy_core::streams::store::{BytesStore, StoreBuilder, StoreSupplier};
+
+use super::applier::Applier;
+use super::sled_store::{PageSize, ScanLock, SledBytesStore, CHANGELOG_OFFSET};
+
+/// The directory of the instance's database, under the application's state directory.
+const DATABASE: &str = "stores";
+
+/// How many entries of a task's database of an earlier version are copied at a time.
+const COPY_CHUNK: usize = 16 << 10;
+
+/// Supplies each task's stores as trees of the instance's one sled database.
+pub struct SledStores {
+    dir: PathBuf,
+    /// The database, opened with the first store or the first look at the state on disk.
+    database: Mutex<Option<sled::Db>>,
+    /// The scan lock of each tree, by task and store: a query reads a task's store through
+    /// a store of its own over the same tree.
+    scan_locks: Mutex<HashMap<(String, String), ScanLock>>,
+    /// The thread that applies the stores' checkpoints, started with the first store (none
+    /// if it could not be: the stores then apply their checkpoints themselves).
+    applier: OnceLock<Option<Applier>>,
+}
+
+impl std::fmt::Debug for SledStores {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SledStores")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The tree of `store` of `task`.
+fn tree_name(task: &str, store: &str) -> String {
+    format!("{task}/{store}")
+}
+
+impl SledStores {
+    /// Stores under `dir` (an application's state directory: `state.dir/<application id>`).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            database: Mutex::new(None),
+            scan_locks: Mutex::new(HashMap::new()),
+            applier: OnceLock::new(),
+        }
+    }
+
+    /// Where the instance's database is.
+    pub fn database_dir(&self) -> PathBuf {
+        self.dir.join(DATABASE)
+    }
+
+    /// Opens the database (and moves the state of earlier versions into it): what an
+    /// instance does first, so that it does not start over a directory another instance
+    /// holds. Waits up to 10 s for a database of the same directory just dropped to let go
+    /// of its lock: callers on async workers run it on a blocking thread.
+    pub(crate) fn open(&self) -> Result<(), sled::Error> {
+        self.database().map(drop)
+    }
+
+    /// Opens the database ahead of the stores of `task`, so that creating them finds it
+    /// open. Opening reads and writes files (and moves the state of earlier versions into
+    /// it), and waits up to 10 s for a database of the same directory just dropped to let go
+    /// of its lock: callers on async workers run it on a blocking thread.
+    pub(crate) fn open_task(&self, _task: &str) -> Result<(), sled::Error> {
+        self.database().map(drop)
+    }
+
+    fn database(&self) -> Result<sled::Db, sled::Error> {
+        let mut database = self.database.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(db) = &*database {
+            return Ok(db.clone());
+        }
+        let db = open(&self.database_dir())?;
+        self.move_task_databases(&db)?;
+        *database = Some(db.clone());
+        Ok(db)
+    }
+
+    /// Moves the databases an earlier version kept per task (`<dir>/<task>/`) into `db`,
+    /// each tree whole into `<task>/<store>`; a task's directory is removed once its trees
+    /// are copied and on disk, so a crash in between copies them again, whole.
+    fn move_task_databases(&self, db: &sled::Db) -> Result<(), sled::Error> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Ok(());
+        };
+        for entry in entries.flatten() {
+            let Ok(task) = entry.file_name().into_string() else {
+                continue;
+            };
+            let path = entry.path();
+            if task == DATABASE || !path.join("conf").is_file() {
+                continue;
+            }
+            let old = open(&path)?;
+            let mut copied = 0;
+            for name in old.tree_names() {
+                let Ok(store) = std::str::from_utf8(&name) else {
+                    continue;
+                };
+                if name == old.name() {
+                    continue;
+                }
+                let tree = db.open_tree(tree_name(&task, store))?;
+                tree.clear()?;
+                let mut batch = sled::Batch::default();
+                let mut held = 0;
+                for entry in old.open_tree(&name)?.iter() {
+                    let (key, value) = entry?;
+                    batch.insert(key, value);
+                    held += 1;
+                    if held == COPY_CHUNK {
+                        tree.apply_batch(std::mem::take(&mut batch))?;
+                        held = 0;
+                    }
+                    copied += 1;
+                }
+                tree.apply_batch(batch)?;
+            }
+            db.flush()?;
+            drop(old);
+            std::fs::remove_dir_all(&path)?;
+            tracing::info!(
+                task,
+                entries = copied,
+                "moved a task's state into the instance's database"
+            );
+        }
+        Ok(())
+    }
+
+    /// The tasks whose state lies in the database, with the changelog offset each of their
+    /// stores reached: what an instance reports so that tasks return to where their state
+    /// is. Nothing when the database cannot be opened.
+    pub fn offsets_on_disk(&self) -> Vec<(String, Vec<i64>)> {
+        let Ok(db) = self.database() else {
+            return Vec::new();
+        };
+        let mut found: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+        for name in db.tree_names() {
+            let Some((task, _)) = std::str::from_utf8(&name)
+                .ok()
+                .and_then(|name| name.split_once('/'))
+            else {
+                continue;
+            };
+            let offsets = found.entry(task.to_string()).or_default();
+            let offset = db
+                .open_tree(&name)
+                .ok()
+                .and_then(|tree| tree.get(CHANGELOG_OFFSET).ok()?)
+                .and_then(|value| <[u8; 8]>::try_from(&value[..]).ok());
+            offsets.extend(offset.map(i64::from_be_bytes));
+        }
+        found.into_iter().collect()
+    }
+
+    /// Writes the stores of `task` to disk once they are dropped (the database holds them
+    /// still; the next stores of the task open them again).
+    pub fn close(&self, task: &str) -> Result<(), sled::Error> {
+        tracing::debug!(task, "writing a closed task's stores to disk");
+        let database = self.database.lock().unwrap_or_else(|e| e.into_inner());
+        match &*database {
+            Some(db) => db.flush().map(|_| ()),
+            None => Ok(()),
+        }
+    }
+
+    fn applier(&self) -> Option<&Applier> {
+        self.applier
+            .get_or_init(|| match Applier::start() {
+                Ok(applier) => Some(applier),
+                Err(e) => {
+                    tracing::warn!("checkpoints are applied on the stream threads: {e}");
+                    None
+                }
+            })
+            .as_ref()
+    }
+}
+
+/// How long an open waits for a database of the same directory, just dropped, to let go
+/// of its lock (sled's flusher thread holds it a moment after the drop).
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+pub(crate) fn open(dir: &Path) -> Result<sled::Db, sled::Error> {
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match sled::Config::new().path(dir).open() {
+            Err(sled::Error::Io(e))
+                if e.to_string().contains("could not acquire lock")
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
+}
+
+impl StoreSupplier for SledStores {
+    fn inner(&self, task: &str, definition: &StoreBuilder) -> Box<dyn BytesStore> {
+        let name = definition.name();
+        let tree = self
+            .database()
+            .and_then(|db| db.open_tree(tree_name(task, name)));
+        let tree = match tree {
+            Ok(tree) => tree,
+            Err(e) => {
+                return Box::new(SledBytesStore::failed(format!(
+                    "store {name} of task {task} could not be opened under {}: {e}",
+                    self.database_dir().display()
+                )))
+            }
+        };
+        let scans = self
+            .scan_locks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry((task.to_string(), name.to_string()))
+            .or_default()
+            .clone();
+        let store = SledBytesStore::with_page_size(tree, PageSize::default(), scans);
+        Box::new(match self.applier() {
+            Some(applier) => store.with_applier(applier.clone()),
+            None => store,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

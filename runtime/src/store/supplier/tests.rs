@@ -1,0 +1,137 @@
+use eddy_core::streams::store::{
+    Checkpoint, KeyValueBytesStore, LayerConfig, LayeredKeyValueStore, StoreBuilder, StoreSupplier,
+};
+
+use super::*;
+use crate::store::sled_store::tests::contents;
+
+/// A key-value store of counts by name.
+fn counts() -> StoreBuilder {
+    StoreBuilder::key_value(
+        "counts",
+        eddy_core::serde::StringSerde,
+        eddy_core::serde::I64Serde,
+    )
+}
+
+#[test]
+fn a_task_store_over_sled_keeps_only_committed_writes_under_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let stores = SledStores::new(dir.path());
+    let definition = counts();
+    let config = LayerConfig {
+        logging: true,
+        cache: None,
+        write_buffer: true,
+    };
+    let mut store = LayeredKeyValueStore::new("counts", stores.inner("0_0", &definition), config);
+    store.put_slice(b"a", Some(b"1"));
+    store.layers_mut().commit(Some(1));
+    store.layers_mut().checkpoint(Checkpoint::Wait);
+    store.put_slice(b"a", Some(b"2"));
+    store.layers_mut().commit(Some(2));
+    store.put_slice(b"b", Some(b"3"));
+    assert_eq!(store.get(b"a").as_deref(), Some(&b"2"[..]));
+    // The transaction aborted: the store reads as its last commit left it.
+    store.layers_mut().abort();
+    assert_eq!(store.get(b"a").as_deref(), Some(&b"2"[..]));
+    assert_eq!(store.get(b"b"), None);
+    // A crash before the next checkpoint: sled holds the first interval, with its offset,
+    // and never saw the third.
+    drop(store);
+    stores.close("0_0").unwrap();
+    let reopened = stores.inner("0_0", &definition);
+    assert_eq!(reopened.failure(), None);
+    assert_eq!(contents(&*reopened), [(b"a".to_vec(), b"1".to_vec())]);
+    assert_eq!(reopened.changelog_offset(), Some(1));
+    assert!(stores.database_dir().is_dir());
+}
+
+#[test]
+fn the_state_on_disk_is_found_with_the_offsets_its_stores_reached() {
+    let dir = tempfile::tempdir().unwrap();
+    let stores = SledStores::new(dir.path());
+    let store = |name: &str| {
+        StoreBuilder::key_value(
+            name,
+            eddy_core::serde::StringSerde,
+            eddy_core::serde::I64Serde,
+        )
+    };
+    let mut counts = stores.inner("0_1", &store("counts"));
+    counts.write_batch(&mut std::iter::once((&b"a"[..], Some(&b"1"[..]))), Some(40));
+    let mut totals = stores.inner("0_1", &store("totals"));
+    totals.write_batch(&mut std::iter::empty(), Some(2));
+    // A store that never committed reports no offset.
+    let _unlogged = stores.inner("1_0", &store("seen"));
+    drop((counts, totals, _unlogged));
+    stores.close("0_1").unwrap();
+    stores.close("1_0").unwrap();
+    std::fs::create_dir(dir.path().join("not-a-store")).unwrap();
+
+    let found = stores.offsets_on_disk();
+    assert_eq!(
+        found,
+        [
+            ("0_1".to_string(), vec![40, 2]),
+            ("1_0".to_string(), vec![])
+        ]
+    );
+    // Reading them leaves nothing open: a task's store opens again.
+    let reopened = stores.inner("0_1", &store("counts"));
+    assert_eq!(reopened.changelog_offset(), Some(40));
+}
+
+#[test]
+fn a_checkpoint_handed_over_lands_whole_from_the_applier_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let stores = SledStores::new(dir.path());
+    let definition = counts();
+    let mut store = stores.inner("0_0", &definition);
+    let writes: eddy_core::streams::store::SharedWrites = std::sync::Arc::new(
+        (0..1000u32)
+            .map(|i| (Box::from(&i.to_be_bytes()[..]), Some(Box::from(&b"v"[..]))))
+            .collect(),
+    );
+    let pending = store
+        .write_batch_later(writes, Some(7))
+        .expect("a store of an application applies it on its thread");
+    pending.wait().unwrap();
+    assert_eq!(contents(&*store).len(), 1000);
+    assert_eq!(store.changelog_offset(), Some(7));
+    drop(store);
+    stores.close("0_0").unwrap();
+    let reopened = stores.inner("0_0", &definition);
+    assert_eq!(reopened.changelog_offset(), Some(7));
+    assert_eq!(contents(&*reopened).len(), 1000);
+}
+
+#[test]
+fn state_kept_in_a_database_per_task_moves_into_the_instances_database() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let old = open(&dir.path().join("0_1")).unwrap();
+        let tree = old.open_tree("counts").unwrap();
+        // An entry per key under the prefix of the stores written before pages.
+        for (key, value) in [(&b"a"[..], &b"1"[..]), (b"b", b"22")] {
+            tree.insert([&[0u8][..], key].concat(), value).unwrap();
+        }
+        tree.insert(CHANGELOG_OFFSET, &40i64.to_be_bytes()).unwrap();
+        old.flush().unwrap();
+    }
+    std::fs::create_dir(dir.path().join("not-a-store")).unwrap();
+    let stores = SledStores::new(dir.path());
+    assert_eq!(stores.offsets_on_disk(), [("0_1".to_string(), vec![40])]);
+    assert!(!dir.path().join("0_1").exists());
+    assert!(dir.path().join("not-a-store").is_dir());
+    let counts = stores.inner("0_1", &counts());
+    assert_eq!(counts.failure(), None);
+    assert_eq!(counts.changelog_offset(), Some(40));
+    assert_eq!(
+        contents(&*counts),
+        [
+            (b"a".to_vec(), b"1".to_vec()),
+            (b"b".to_vec(), b"22".to_vec())
+        ]
+    );
+}
