@@ -6,9 +6,9 @@
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, OnceLock};
 
-use eddy_core::streams::store::{BatchDone, BatchWrite, SharedWrites};
+use eddy_core::streams::store::{BatchDone, SharedWrites};
 
-use super::sled_store::{record_offset, Pages};
+use super::sled_store::{checkpoint_writes, record_offset, Pages};
 
 /// A batch to apply to a store's pages.
 pub(crate) struct Job {
@@ -22,11 +22,7 @@ pub(crate) struct Job {
 
 impl Job {
     fn run(self) {
-        let writes: Vec<BatchWrite<'_>> = self
-            .writes
-            .iter()
-            .map(|(k, v)| (&k[..], v.as_deref()))
-            .collect();
+        let writes = checkpoint_writes(&self.writes);
         let offset = self.changelog_offset;
         let result = self
             .pages

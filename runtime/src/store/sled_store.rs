@@ -1,5 +1,5 @@
-//! [`SledBytesStore`]: an inner store in a sled tree. The store's entries are kept in pages (see `paged`), and the
-//! changelog offset its contents reach beside them, so that the offset a batch of writes
+//! [`SledBytesStore`]: an inner store in a sled tree. The store's entries are kept in pages
+//! (see `paged`), and the changelog offset its contents reach beside them, so that the offset a batch of writes
 //! reaches is written with the last of its pages: after a crash the offset says where
 //! restoration resumes, and restoring from there writes again whatever of a batch landed.
 
@@ -16,7 +16,7 @@ mod page;
 mod paged;
 
 use paged::sorted;
-pub(crate) use paged::{PageSize, Pages, ScanLock, CHANGELOG_OFFSET};
+pub(crate) use paged::{checkpoint_writes, PageSize, Pages, ScanLock, CHANGELOG_OFFSET};
 
 /// An inner store in a sled tree.
 pub struct SledBytesStore {
@@ -184,9 +184,7 @@ impl BytesStore for SledBytesStore {
         changelog_offset: Option<i64>,
     ) -> Option<PendingBatch> {
         let (Some(pages), Some(applier)) = (self.pages(), &self.applier) else {
-            let all: Vec<BatchWrite<'_>> =
-                writes.iter().map(|(k, v)| (&k[..], v.as_deref())).collect();
-            self.apply(&all, changelog_offset);
+            self.apply(&checkpoint_writes(&writes), changelog_offset);
             return None;
         };
         let (pending, done) = PendingBatch::new();
@@ -208,12 +206,7 @@ impl BytesStore for SledBytesStore {
             }
             Err(job) => {
                 // The thread is gone: the batch is applied here.
-                let all: Vec<BatchWrite<'_>> = job
-                    .writes
-                    .iter()
-                    .map(|(k, v)| (&k[..], v.as_deref()))
-                    .collect();
-                self.apply(&all, changelog_offset);
+                self.apply(&checkpoint_writes(&job.writes), changelog_offset);
                 job.done.finish(Ok(()));
                 None
             }

@@ -13,7 +13,7 @@
 use std::ops::Bound;
 use std::sync::{Arc, RwLock};
 
-use eddy_core::streams::store::{BatchWrite, Visit};
+use eddy_core::streams::store::{BatchWrite, SharedWrites, Visit};
 use sled::IVec;
 
 use super::page::{DamagedPage, Page, Run, TooLarge};
@@ -95,6 +95,12 @@ pub(crate) fn with_prefixed<R>(prefix: u8, key: &[u8], f: impl FnOnce(&[u8]) -> 
 
 fn page_key(bound: &[u8]) -> Vec<u8> {
     [&[PAGE][..], bound].concat()
+}
+
+/// The writes a checkpoint hands over, as [`Pages::apply`] takes them (a map's are in key
+/// order already, one a key).
+pub(crate) fn checkpoint_writes(writes: &SharedWrites) -> Vec<BatchWrite<'_>> {
+    writes.iter().map(|(k, v)| (&k[..], v.as_deref())).collect()
 }
 
 /// The writes of `writes` sorted by key, the last write of each key kept.
