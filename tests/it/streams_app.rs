@@ -249,6 +249,7 @@ async fn the_streams_benchmark_processes_every_record_of_each_workload() {
             threads: 1,
             checkpoint_interval: None,
             restore: workload != StreamsWorkload::Stateless,
+            properties: vec![("statestore.memory.max.bytes".into(), "100663296".into())],
         };
         let dir = state.path().join(format!("{workload:?}"));
         let figures = run(broker.bootstrap(), &load, &dir, &mut |_| {})

@@ -17,7 +17,9 @@ mod supervisor;
 mod thread;
 pub mod topics;
 
-pub use config::{Bootstrap, ConfigError, ErrorHandling, ProcessingGuarantee, StreamsConfig};
+pub use config::{
+    Bootstrap, ConfigError, ErrorHandling, ProcessingGuarantee, StateMemory, StreamsConfig,
+};
 pub use metrics::MetricsSnapshot;
 pub use progress::{grouped, Progress};
 pub use query::{KeyQueryMetadata, KeyValueView, QueryError, WindowView};

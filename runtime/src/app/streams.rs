@@ -220,7 +220,11 @@ impl Streams {
             .map_err(ClientError::from)?;
         let admin = Admin::new(admin_config).await?;
         create_internal_topics(&admin, &self.topology, &self.config).await?;
-        let stores = Arc::new(SledStores::new(&dir));
+        let page_cache = self.config.state_memory().page_cache;
+        let stores = Arc::new(SledStores::with_page_cache(
+            &dir,
+            u64::try_from(page_cache).unwrap_or(u64::MAX),
+        ));
         let database_dir = stores.database_dir();
         // Opening the database reads and writes files: off the async workers.
         let on_disk = {

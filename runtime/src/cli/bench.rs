@@ -84,6 +84,20 @@ pub(super) struct StreamsBenchArgs {
     /// full restore of its stores from their changelogs (count and windowed workloads).
     #[arg(long)]
     pub(super) restore: bool,
+    /// A further setting of the application, as a Kafka-style property
+    /// (`statestore.memory.max.bytes=67108864`); repeat for more.
+    #[arg(long = "config", value_name = "KEY=VALUE", value_parser = property)]
+    pub(super) properties: Vec<(String, String)>,
+}
+
+/// `key=value`.
+fn property(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => {
+            Ok((key.trim().to_string(), value.to_string()))
+        }
+        _ => Err(format!("{text:?} is not key=value")),
+    }
 }
 
 #[derive(clap::Args)]
@@ -245,6 +259,7 @@ async fn run_streams(args: StreamsBenchArgs) -> std::io::Result<()> {
                 threads: args.threads,
                 checkpoint_interval: args.checkpoint_interval_ms.map(Duration::from_millis),
                 restore: args.restore,
+                properties: args.properties.clone(),
             };
             let dir = args.state_dir.join(format!("run-{round}-{i}"));
             let mut progress = ProgressLine::new();
@@ -262,6 +277,8 @@ async fn run_streams(args: StreamsBenchArgs) -> std::io::Result<()> {
                 "commits": run.commits,
                 "commit_avg_ms": rounded(run.commit_latency_avg.as_secs_f64() * 1e3, 1),
                 "commit_max_ms": rounded(run.commit_latency_max.as_secs_f64() * 1e3, 1),
+                "peak_rss_mb": run.peak_memory.map(mebibytes),
+                "start_rss_mb": run.start_memory.map(mebibytes),
             });
             println!("{figures}");
             rates[i].push(run.records_per_sec());
@@ -272,6 +289,7 @@ async fn run_streams(args: StreamsBenchArgs) -> std::io::Result<()> {
                     "records": restore.records,
                     "seconds": rounded(restore.elapsed.as_secs_f64(), 3),
                     "records_per_sec": whole(restore.records_per_sec()),
+                    "peak_rss_mb": restore.peak_memory.map(mebibytes),
                 });
                 println!("{figures}");
             }
@@ -343,6 +361,10 @@ fn print_throughput(label: &str, test: &str, figures: &Throughput) {
 }
 
 /// A rate as a whole number, as the figures are printed.
+fn mebibytes(bytes: u64) -> u64 {
+    bytes >> 20
+}
+
 fn whole(value: f64) -> u64 {
     // A float-to-integer `as` saturates (and gives 0 for NaN): no figure can wrap.
     value.round() as u64

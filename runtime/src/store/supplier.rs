@@ -23,6 +23,8 @@ const COPY_CHUNK: usize = 16 << 10;
 /// Supplies each task's stores as trees of the instance's one sled database.
 pub struct SledStores {
     dir: PathBuf,
+    /// The bytes of sled's page cache.
+    page_cache: u64,
     /// The database, opened with the first store or the first look at the state on disk.
     database: Mutex<Option<sled::Db>>,
     /// The scan lock of each tree, by task and store: a query reads a task's store through
@@ -47,10 +49,18 @@ fn tree_name(task: &str, store: &str) -> String {
 }
 
 impl SledStores {
-    /// Stores under `dir` (an application's state directory: `state.dir/<application id>`).
+    /// Stores under `dir` (an application's state directory: `state.dir/<application id>`),
+    /// with the page cache the default `statestore.memory.max.bytes` leaves sled.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self::with_page_cache(dir, default_page_cache())
+    }
+
+    /// Stores under `dir` whose database keeps a page cache of `bytes` (sled's
+    /// `cache_capacity`: what it counts of the pages it keeps in memory).
+    pub fn with_page_cache(dir: impl Into<PathBuf>, bytes: u64) -> Self {
         Self {
             dir: dir.into(),
+            page_cache: bytes,
             database: Mutex::new(None),
             scan_locks: Mutex::new(HashMap::new()),
             applier: OnceLock::new(),
@@ -83,7 +93,7 @@ impl SledStores {
         if let Some(db) = &*database {
             return Ok(db.clone());
         }
-        let db = open(&self.database_dir())?;
+        let db = open(&self.database_dir(), self.page_cache)?;
         self.move_task_databases(&db)?;
         *database = Some(db.clone());
         Ok(db)
@@ -104,7 +114,7 @@ impl SledStores {
             if task == DATABASE || !path.join("conf").is_file() {
                 continue;
             }
-            let old = open(&path)?;
+            let old = open(&path, self.page_cache)?;
             let mut copied = 0;
             for name in old.tree_names() {
                 let Ok(store) = std::str::from_utf8(&name) else {
@@ -195,10 +205,22 @@ impl SledStores {
 /// of its lock (sled's flusher thread holds it a moment after the drop).
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-pub(crate) fn open(dir: &Path) -> Result<sled::Db, sled::Error> {
+/// The page cache of stores opened without a memory budget: sled's share of the default
+/// `statestore.memory.max.bytes`.
+pub(crate) fn default_page_cache() -> u64 {
+    let bytes = crate::app::StreamsConfig::new("").state_memory().page_cache;
+    u64::try_from(bytes).unwrap_or(u64::MAX)
+}
+
+/// Opens the database under `dir` with a page cache of `page_cache` bytes.
+pub(crate) fn open(dir: &Path, page_cache: u64) -> Result<sled::Db, sled::Error> {
     let deadline = std::time::Instant::now() + LOCK_WAIT;
     loop {
-        match sled::Config::new().path(dir).open() {
+        match sled::Config::new()
+            .path(dir)
+            .cache_capacity(page_cache)
+            .open()
+        {
             Err(sled::Error::Io(e))
                 if e.to_string().contains("could not acquire lock")
                     && std::time::Instant::now() < deadline =>

@@ -9,7 +9,7 @@
 //! ```sh
 //! eos-soak-app --bootstrap HOST:PORT --state-dir DIR [--guarantee exactly_once_v2|at_least_once]
 //!              [--commit-interval-ms N] [--threads N] [--transaction-timeout-ms N]
-//!              [--checkpoint-interval-ms N]
+//!              [--checkpoint-interval-ms N] [--config KEY=VALUE]...
 //! ```
 
 use std::path::PathBuf;
@@ -48,6 +48,10 @@ struct Args {
     /// reaches sled; the library's default (1 s) when not given.
     #[arg(long)]
     checkpoint_interval_ms: Option<u64>,
+    /// A further setting, as a Kafka-style property (`statestore.memory.max.bytes=67108864`);
+    /// repeat for more.
+    #[arg(long = "config", value_name = "KEY=VALUE")]
+    properties: Vec<String>,
 }
 
 fn topology() -> Topology {
@@ -152,6 +156,16 @@ async fn main() -> ExitCode {
     }
     if let Some(ms) = args.transaction_timeout_ms {
         config = config.producer(|p| p.transaction_timeout(Duration::from_millis(ms)));
+    }
+    for property in &args.properties {
+        let set = match property.split_once('=') {
+            Some((key, value)) => config.set(key, value).map_err(|e| e.to_string()),
+            None => Err(format!("{property:?} is not KEY=VALUE")),
+        };
+        if let Err(e) = set {
+            eprintln!("eos-soak-app: --config: {e}");
+            return ExitCode::from(2);
+        }
     }
     let mut streams = match Streams::new(topology(), config) {
         Ok(s) => s,

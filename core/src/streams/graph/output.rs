@@ -8,6 +8,14 @@ use bytes::Bytes;
 
 use crate::log::{Header, Timestamp};
 
+/// The bytes of keys and values a task's output (or a store's changelog) keeps room for once
+/// cleared: a task of many that once wrote a large batch does not hold its room while the
+/// others run.
+const KEPT_BYTES: usize = 16 << 10;
+
+/// The records a task's output (or a store's changelog) keeps room for once cleared.
+const KEPT_RECORDS: usize = 256;
+
 /// A record a sink wrote, as the task keeps it.
 #[derive(Debug, Clone)]
 struct Written {
@@ -107,10 +115,13 @@ impl Output {
             .collect()
     }
 
-    /// Forgets every record, keeping the buffers for the next ones.
+    /// Forgets every record, keeping the buffers for the next ones up to a few KiB: a task of
+    /// many that once wrote a large batch does not hold its room while the others run.
     pub fn clear(&mut self) {
         self.data.clear();
+        self.data.shrink_to(KEPT_BYTES);
         self.records.clear();
+        self.records.shrink_to(KEPT_RECORDS);
     }
 
     /// The buffer keys and values are written into, and where the next one starts.

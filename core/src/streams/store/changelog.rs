@@ -6,6 +6,12 @@ use bytes::Bytes;
 
 use super::ChangelogRecord;
 
+/// The bytes of keys and values a cleared buffer keeps room for.
+const KEPT_BYTES: usize = 8 << 10;
+
+/// The writes a cleared buffer keeps room for.
+const KEPT_WRITES: usize = 256;
+
 /// Where a write's bytes are in the buffer: offset and length.
 type Span = (usize, usize);
 
@@ -41,10 +47,14 @@ impl ChangelogBuffer {
         }
     }
 
-    /// Forgets the writes, keeping the buffers for the next ones.
+    /// Forgets the writes, keeping the buffers for the next ones up to [`KEPT_BYTES`] and
+    /// [`KEPT_WRITES`]: a store of many that once wrote a large batch does not hold its room
+    /// while the others run.
     pub(crate) fn clear(&mut self) {
         self.data.clear();
+        self.data.shrink_to(KEPT_BYTES);
         self.writes.clear();
+        self.writes.shrink_to(KEPT_WRITES);
     }
 }
 

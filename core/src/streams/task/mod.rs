@@ -27,6 +27,9 @@ use crate::streams::store::{InMemoryStores, StoreBuilder, StoreSupplier};
 use crate::streams::topology::{BuildContext, NodeKind, TimestampExtractor, Topology};
 use crate::streams::{StreamsError, TopologyError};
 
+/// The records an input queue keeps room for once emptied.
+const KEPT_QUEUED: usize = 256;
+
 /// The global stores of an application instance, shared by its tasks: created by the first
 /// task that needs one.
 #[derive(Clone, Default)]
@@ -367,6 +370,10 @@ impl StreamTask {
         };
         let queue = &mut self.inputs[i];
         let (offset, _, mut record) = queue.records.pop_front().expect("the queue has a head");
+        if queue.records.is_empty() {
+            // A queue of many that once took a large poll does not hold its room while idle.
+            queue.records.shrink_to(KEPT_QUEUED);
+        }
         let node = queue.node;
         if timestamp < 0 {
             self.failed = None;

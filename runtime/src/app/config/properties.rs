@@ -47,8 +47,12 @@ impl StreamsConfig {
                 ms(self.state_checkpoint_interval),
             ),
             (
+                "statestore.memory.max.bytes",
+                self.statestore_memory_max_bytes.to_string(),
+            ),
+            (
                 "state.checkpoint.max.bytes",
-                self.state_checkpoint_max_bytes.to_string(),
+                self.state_memory().write_buffers.to_string(),
             ),
             (
                 "max.task.idle.ms",

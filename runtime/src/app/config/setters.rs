@@ -70,10 +70,17 @@ impl StreamsConfig {
         self
     }
 
-    /// `state.checkpoint.max.bytes`: a thread's write buffers are checkpointed early once
-    /// they hold this much. Default 64 MiB.
+    /// `state.checkpoint.max.bytes`: the memory the write buffers of the instance's tasks
+    /// may take together. Default a quarter of `statestore.memory.max.bytes`.
     pub fn state_checkpoint_max_bytes(mut self, bytes: usize) -> Self {
-        self.state_checkpoint_max_bytes = bytes;
+        self.state_checkpoint_max_bytes = Some(bytes);
+        self
+    }
+
+    /// `statestore.memory.max.bytes`: the memory the instance's state may take, record
+    /// caches, write buffers and sled's page cache together. Default 256 MiB.
+    pub fn statestore_memory_max_bytes(mut self, bytes: usize) -> Self {
+        self.statestore_memory_max_bytes = bytes;
         self
     }
 

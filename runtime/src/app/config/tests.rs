@@ -16,7 +16,16 @@ fn the_defaults_are_kafka_streams_defaults() {
     assert_eq!(config.probing_rebalance_interval, Duration::from_secs(600));
     assert_eq!(config.num_standby_replicas, 0);
     assert_eq!(config.state_checkpoint_interval, Duration::from_secs(5));
-    assert_eq!(config.state_checkpoint_max_bytes, 64 << 20);
+    assert_eq!(config.statestore_memory_max_bytes, 256 << 20);
+    assert_eq!(config.state_checkpoint_max_bytes, None);
+    assert_eq!(
+        config.state_memory(),
+        StateMemory {
+            record_caches: 20 << 20,
+            write_buffers: 64 << 20,
+            page_cache: 148 << 20,
+        }
+    );
     assert_eq!(config.max_task_idle, Some(Duration::ZERO));
     assert_eq!(config.emit_intervals.outer_join_ms, 1_000);
     assert_eq!(config.emit_intervals.windowed_aggregation_ms, 1_000);
@@ -96,7 +105,40 @@ fn properties_set_the_typed_fields() {
     assert_eq!(config.dead_letter_queue_topic.as_deref(), Some("fraud-dlq"));
     assert_eq!(config.replication_factor, 3);
     assert_eq!(config.state_checkpoint_interval, Duration::from_millis(250));
-    assert_eq!(config.state_checkpoint_max_bytes, 1 << 20);
+    assert_eq!(config.state_checkpoint_max_bytes, Some(1 << 20));
+}
+
+#[test]
+fn the_state_memory_is_shared_by_the_caches_the_write_buffers_and_the_page_cache() {
+    let config = StreamsConfig::new("a")
+        .statestore_memory_max_bytes(64 << 20)
+        .statestore_cache_max_bytes(4 << 20);
+    assert_eq!(
+        config.state_memory(),
+        StateMemory {
+            record_caches: 8 << 20,
+            write_buffers: 16 << 20,
+            page_cache: 16 << 20,
+        }
+    );
+    config.validate().unwrap();
+    let config = config
+        .statestore_cache_max_bytes(1 << 20)
+        .state_checkpoint_max_bytes(30 << 20);
+    assert_eq!(config.state_memory().page_cache, 8 << 20);
+    config.validate().unwrap();
+    // What the caches and the write buffers take must leave the page cache its least.
+    let starved = config.state_checkpoint_max_bytes(32 << 20);
+    let refused = starved.validate().unwrap_err().to_string();
+    assert!(
+        refused.contains("statestore.memory.max.bytes") && refused.contains("at least"),
+        "{refused}"
+    );
+    let starved = StreamsConfig::from_properties([
+        ("application.id", "a"),
+        ("statestore.memory.max.bytes", "1048576"),
+    ]);
+    assert!(starved.is_err());
 }
 
 #[test]
@@ -181,6 +223,7 @@ fn each_typed_setter_sets_what_its_property_sets() {
         .statestore_cache_max_bytes(1024)
         .state_checkpoint_interval(Duration::from_secs(2))
         .state_checkpoint_max_bytes(4096)
+        .statestore_memory_max_bytes(100 << 20)
         .max_task_idle(None)
         .acceptable_recovery_lag(7)
         .max_warmup_replicas(4)
@@ -202,6 +245,7 @@ fn each_typed_setter_sets_what_its_property_sets() {
         ("statestore.cache.max.bytes", "1024"),
         ("state.checkpoint.interval.ms", "2000"),
         ("state.checkpoint.max.bytes", "4096"),
+        ("statestore.memory.max.bytes", "104857600"),
         ("max.task.idle.ms", "-1"),
         ("acceptable.recovery.lag", "7"),
         ("max.warmup.replicas", "4"),

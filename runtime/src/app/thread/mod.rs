@@ -185,16 +185,18 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
     let output = StreamsProducer::start(new_producer, exactly_once).await?;
     let errors = ErrorHandlers::new(&config);
     let application_id = config.application_id.clone();
-    let checkpoint_max_bytes = config.state_checkpoint_max_bytes;
+    // The thread's shares of the instance's state memory.
+    let memory = config.state_memory();
+    let threads = config.num_stream_threads.max(1);
+    let checkpoint_max_bytes = memory.write_buffers / threads;
     let max_task_idle = config.max_task_idle;
     // One record cache budget for the thread's tasks, as Kafka's thread cache.
-    let cache = LayerConfig::own_cache(
-        config.statestore_cache_max_bytes / config.num_stream_threads.max(1),
-    );
+    let cache = LayerConfig::own_cache(memory.record_caches / threads);
     let manager = Arc::new(Mutex::new(TaskManager {
         topology,
         config,
         cache,
+        checkpoint_max_bytes,
         stores,
         assignor: assignor.clone(),
         updater: StateUpdater::new(restore_consumer, transaction_timeout, checkpoint_max_bytes),

@@ -1,7 +1,8 @@
 //! When a stream thread commits and when its commits checkpoint: a commit every
 //! `commit.interval.ms`; a checkpoint — the stores' write buffers applied to sled — once
-//! `state.checkpoint.interval.ms` has passed, when the thread is idle, and without fail once
-//! the buffers hold `state.checkpoint.max.bytes`.
+//! `state.checkpoint.interval.ms` has passed, when the thread is idle, or once the buffers
+//! hold half the thread's share of `state.checkpoint.max.bytes` (so that one half lands in
+//! sled while the other fills); and without fail, waiting, once they hold all of it.
 
 use std::time::Duration;
 
@@ -40,10 +41,10 @@ impl CommitSchedule {
     }
 
     /// Whether this commit applies the write buffers to sled: without fail, waiting for the
-    /// last checkpoint to land, once they hold `max_bytes` (`held`); once `interval` has
-    /// passed, or when nothing was processed since the last commit (an idle thread has
-    /// nothing to coalesce, and its state on disk catches up), unless a store's last
-    /// checkpoint is still landing.
+    /// last checkpoint to land, once they take `max_bytes` (`held`, the batches still
+    /// landing counted); once they take half of it, once `interval` has passed, or when
+    /// nothing was processed since the last commit (an idle thread has nothing to coalesce,
+    /// and its state on disk catches up), unless a store's last checkpoint is still landing.
     pub(super) fn checkpoint_due(
         &self,
         held: usize,
@@ -52,7 +53,10 @@ impl CommitSchedule {
     ) -> Option<Checkpoint> {
         if held >= max_bytes {
             Some(Checkpoint::Wait)
-        } else if self.processed_since_commit == 0 || self.last_checkpoint.elapsed() >= interval {
+        } else if held >= max_bytes / 2
+            || self.processed_since_commit == 0
+            || self.last_checkpoint.elapsed() >= interval
+        {
             Some(Checkpoint::IfLanded)
         } else {
             None
@@ -86,6 +90,11 @@ mod tests {
         );
         schedule.processed(10);
         assert_eq!(schedule.checkpoint_due(10, max, interval), None);
+        assert_eq!(schedule.checkpoint_due(max / 2 - 1, max, interval), None);
+        assert_eq!(
+            schedule.checkpoint_due(max / 2, max, interval),
+            Some(Checkpoint::IfLanded)
+        );
         assert_eq!(
             schedule.checkpoint_due(max, max, interval),
             Some(Checkpoint::Wait)

@@ -42,6 +42,9 @@ pub(super) struct TaskManager {
     /// What the record caches of all the thread's tasks draw from
     /// (`statestore.cache.max.bytes` over the threads).
     pub(super) cache: Option<CacheBudget>,
+    /// What the write buffers of all the thread's tasks may take (`state.checkpoint.max.bytes`
+    /// over the threads).
+    pub(super) checkpoint_max_bytes: usize,
     pub(super) assignor: Arc<StreamsAssignor>,
     /// The thread's producer, its transaction and the sends in flight.
     pub(super) output: StreamsProducer,
@@ -112,8 +115,8 @@ impl TaskManager {
     }
 
     /// Runs the queued records through their tasks — a task reading several partitions
-    /// only while the next record by timestamp is known, see [`Idling`] — and sends what the
-    /// tasks wrote.
+    /// only while the next record by timestamp is known, see [`Idling`] — and sends what each
+    /// task wrote once it has run.
     pub(super) async fn process(&mut self, consumer: &Consumer) -> Result<(), ThreadError> {
         let now = crate::time::now_ms();
         let started = Instant::now();
@@ -121,7 +124,7 @@ impl TaskManager {
         let mut dead_letters = Vec::new();
         let lag = |tp: &TopicPartition| consumer.lag(tp);
         for (id, task) in &mut self.tasks {
-            let _span = tracing::trace_span!("task", task = %id).entered();
+            let span = tracing::trace_span!("task", task = %id).entered();
             let failed = |source| ThreadError::Task { task: *id, source };
             task.set_wall_clock(now).map_err(failed)?;
             let mut verdicts = Vec::new();
@@ -153,6 +156,10 @@ impl TaskManager {
                 }
             }
             task.check_stores().map_err(failed)?;
+            drop(span);
+            // What the task wrote goes to the producer before the next task runs, so that
+            // the records written wait in one task's buffers at a time, not every task's.
+            self.output.send_written(task, &mut self.errors).await?;
         }
         self.schedule.processed(processed);
         self.metrics.processed(processed, started.elapsed());
@@ -162,7 +169,7 @@ impl TaskManager {
         for letter in dead_letters {
             self.output.send(letter).await?;
         }
-        self.send_written().await
+        Ok(())
     }
 
     /// Gives the state updater a poll (waiting up to `wait` for changelog records) and runs
@@ -246,7 +253,7 @@ impl TaskManager {
             .hosted
             .checkpoint_interval(self.config.state_checkpoint_interval);
         self.schedule
-            .checkpoint_due(held, self.config.state_checkpoint_max_bytes, interval)
+            .checkpoint_due(held, self.checkpoint_max_bytes, interval)
     }
 
     /// Reports the input partitions' lag and the records the tasks dropped as late.

@@ -31,7 +31,7 @@ use kafka_protocol::error::ResponseError::{self, OffsetOutOfRange};
 /// The most a batch may expand to when decompressed.
 const MAX_DECOMPRESSED: usize = 64 << 20;
 /// Answers of one partition buffered at most before it is fetched again.
-const MAX_BUFFERED_PER_PARTITION: usize = 2;
+const MAX_BUFFERED_PER_PARTITION: usize = 1;
 
 /// One assigned partition.
 #[derive(Debug, Default)]

@@ -10,6 +10,7 @@
 //! `streams`.
 
 pub mod client;
+pub mod memory;
 pub mod streams;
 mod transactions;
 

@@ -84,6 +84,8 @@ pub struct StreamsLoad {
     pub checkpoint_interval: Option<Duration>,
     /// Whether to measure a full restore after the run (stateful workloads).
     pub restore: bool,
+    /// Further settings of the application, as Kafka-style properties.
+    pub properties: Vec<(String, String)>,
 }
 
 /// What a streams run measured.
@@ -102,6 +104,12 @@ pub struct StreamsThroughput {
     pub commit_latency_max: Duration,
     /// The full restore that followed, when one was asked for.
     pub restore: Option<RestoreFigures>,
+    /// The process's peak resident memory from the input written until the run closed, in
+    /// bytes, where the system says.
+    pub peak_memory: Option<u64>,
+    /// The process's resident memory when the application started, the input written (what
+    /// the writer left with the allocator included), in bytes, where the system says.
+    pub start_memory: Option<u64>,
 }
 
 /// What a full restore measured.
@@ -112,6 +120,9 @@ pub struct RestoreFigures {
     /// From the application's start over an empty state directory until its tasks had
     /// restored their stores and were running again.
     pub elapsed: Duration,
+    /// The process's peak resident memory through the restore, in bytes, where the system
+    /// says.
+    pub peak_memory: Option<u64>,
 }
 
 impl RestoreFigures {
@@ -243,11 +254,16 @@ pub async fn run(
     if let Some(interval) = load.checkpoint_interval {
         config.state_checkpoint_interval = interval;
     }
+    for (key, value) in &load.properties {
+        config.set(key, value)?;
+    }
     let new_streams = || {
         Streams::new(topology(load.workload, &input, &output), config.clone())
             .map_err(ClientError::from)
     };
     let mut streams = new_streams()?;
+    super::memory::reset_peak();
+    let start_memory = super::memory::resident();
     let deadline = Instant::now() + Duration::from_secs(600);
     start(&mut streams, deadline).await?;
     let started = Instant::now();
@@ -275,6 +291,7 @@ pub async fn run(
     let elapsed = started.elapsed();
     let figures = streams.metrics();
     close(streams).await?;
+    let peak_memory = super::memory::peak();
     let restore = if load.restore {
         Some(restore(new_streams()?, load, state_dir, watch.report).await?)
     } else {
@@ -288,6 +305,8 @@ pub async fn run(
         commit_latency_avg: figures.commit_latency_avg,
         commit_latency_max: figures.commit_latency_max,
         restore,
+        peak_memory,
+        start_memory,
     })
 }
 
@@ -309,6 +328,7 @@ async fn restore(
     std::fs::remove_dir_all(state_dir).map_err(|e| {
         ClientError::State(format!("{} could not be emptied: {e}", state_dir.display()))
     })?;
+    super::memory::reset_peak();
     let started = Instant::now();
     let deadline = started + Duration::from_secs(600);
     start(&mut streams, deadline).await?;
@@ -325,6 +345,7 @@ async fn restore(
             return Ok(RestoreFigures {
                 records: figures.records_restored,
                 elapsed,
+                peak_memory: super::memory::peak(),
             });
         }
         if Instant::now() > deadline || streams.state() == State::Error {

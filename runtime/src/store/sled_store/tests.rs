@@ -6,10 +6,13 @@ use eddy_core::streams::store::InMemoryBytesStore;
 use proptest::prelude::*;
 
 use super::*;
-use crate::store::supplier::open;
+use crate::store::supplier::{default_page_cache, open};
 
 fn tree(dir: &Path) -> sled::Tree {
-    open(dir).unwrap().open_tree("counts").unwrap()
+    open(dir, default_page_cache())
+        .unwrap()
+        .open_tree("counts")
+        .unwrap()
 }
 
 /// Every entry of `store`, in key order.

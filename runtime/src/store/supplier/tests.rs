@@ -110,7 +110,7 @@ fn a_checkpoint_handed_over_lands_whole_from_the_applier_thread() {
 fn state_kept_in_a_database_per_task_moves_into_the_instances_database() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let old = open(&dir.path().join("0_1")).unwrap();
+        let old = open(&dir.path().join("0_1"), default_page_cache()).unwrap();
         let tree = old.open_tree("counts").unwrap();
         // An entry per key under the prefix of the stores written before pages.
         for (key, value) in [(&b"a"[..], &b"1"[..]), (b"b", b"22")] {

@@ -112,8 +112,9 @@ pub trait StoreLayer: Send {
     /// to the next. Nothing for the other layers.
     fn checkpoint(&mut self, when: Checkpoint);
 
-    /// Roughly how many bytes of committed and open writes the write buffer holds: what
-    /// tells the runtime to checkpoint early.
+    /// Roughly how many bytes of memory the write buffer takes: its committed and open
+    /// writes and the batch of its last checkpoint while that lands. What tells the runtime
+    /// to checkpoint early, and what it holds to `state.checkpoint.max.bytes`.
     fn held_bytes(&self) -> usize;
 
     /// From now on the store's record cache keeps each entry it sends down (at a flush or an
