@@ -260,6 +260,20 @@ async fn the_streams_benchmark_processes_every_record_of_each_workload() {
             figures.commits > 0 && figures.records_per_sec() > 0.0,
             "{workload:?}"
         );
+        // The thread's time went to processing and committing, and no more of it was
+        // measured than passed (one thread).
+        let time = figures.thread_time;
+        assert!(
+            time.processing > Duration::ZERO && time.committing > Duration::ZERO,
+            "{workload:?}: {time:?}"
+        );
+        assert!(
+            time.total() <= figures.elapsed + Duration::from_millis(500),
+            "{workload:?}: {time:?} in {:?}",
+            figures.elapsed
+        );
+        let shares: f64 = time.shares().iter().map(|(_, share)| share).sum();
+        assert!((shares - 1.0).abs() < 1e-9, "{workload:?}: {shares}");
         match figures.restore {
             // Every key's count is in the changelog at least once, and no more often than
             // it was updated.

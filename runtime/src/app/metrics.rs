@@ -1,6 +1,6 @@
 //! What an application measures: records processed and the time they took, commits and
-//! their latency, each input partition's lag, restoration's progress, records dropped and
-//! rebalances. Each stream thread adds to the instance's `StreamsMetrics`, which
+//! their latency, each input partition's lag, restoration's progress, records dropped,
+//! rebalances, and where the stream threads' time went. Each stream thread adds to the instance's `StreamsMetrics`, which
 //! [`crate::app::Streams::metrics`] reads as a [`MetricsSnapshot`], and records the same
 //! figures through the `metrics` facade (`eddy_streams_*`, labelled with the application
 //! id), so that an exporter the application installs (Prometheus, say) publishes them.
@@ -30,6 +30,8 @@ pub(crate) struct StreamsMetrics {
     lag: Mutex<BTreeMap<usize, BTreeMap<TopicPartition, i64>>>,
     /// Records dropped, by reason.
     dropped: Mutex<BTreeMap<String, u64>>,
+    /// The threads' time, by [`ThreadPart`].
+    thread_nanos: [AtomicU64; ThreadPart::ALL.len()],
 }
 
 /// A snapshot of an instance's figures.
@@ -56,6 +58,96 @@ pub struct MetricsSnapshot {
     /// Records dropped, by reason: `deserialization`, `processing` and `production` (skipped
     /// by the error handlers), `late` (too late for their window).
     pub dropped_records: BTreeMap<String, u64>,
+    /// Where the stream threads' time went, summed over the threads.
+    pub thread_time: ThreadTime,
+}
+
+/// Where stream threads' time went, each part summed over the threads. Two snapshots'
+/// difference ([`ThreadTime::since`]) says where an interval's went.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ThreadTime {
+    /// Running records through their tasks (punctuations included), and taking up
+    /// assignments.
+    pub processing: Duration,
+    /// Restoring stores from their changelogs (and keeping standbys up to date), waiting for
+    /// changelog records included.
+    pub restoring: Duration,
+    /// Committing: flushing the record caches, waiting for every send to be acknowledged,
+    /// committing the input offsets (under exactly-once, the transaction), checkpointing.
+    pub committing: Duration,
+    /// Waiting on polls that brought records: on fetches.
+    pub polling: Duration,
+    /// Waiting on polls that brought nothing: no input to process.
+    pub idle: Duration,
+}
+
+impl ThreadTime {
+    /// All the time measured.
+    pub fn total(&self) -> Duration {
+        self.processing + self.restoring + self.committing + self.polling + self.idle
+    }
+
+    /// The time since `earlier`, a snapshot taken before this one.
+    pub fn since(&self, earlier: &ThreadTime) -> ThreadTime {
+        ThreadTime {
+            processing: self.processing.saturating_sub(earlier.processing),
+            restoring: self.restoring.saturating_sub(earlier.restoring),
+            committing: self.committing.saturating_sub(earlier.committing),
+            polling: self.polling.saturating_sub(earlier.polling),
+            idle: self.idle.saturating_sub(earlier.idle),
+        }
+    }
+
+    /// Each part's share of the total, by name (`processing`, `restoring`, `committing`,
+    /// `polling`, `idle`); all 0 when nothing was measured.
+    pub fn shares(&self) -> [(&'static str, f64); 5] {
+        let total = self.total().as_secs_f64();
+        let share = |d: Duration| {
+            if total > 0.0 {
+                d.as_secs_f64() / total
+            } else {
+                0.0
+            }
+        };
+        [
+            ("processing", share(self.processing)),
+            ("restoring", share(self.restoring)),
+            ("committing", share(self.committing)),
+            ("polling", share(self.polling)),
+            ("idle", share(self.idle)),
+        ]
+    }
+}
+
+/// A part of a stream thread's time (see [`ThreadTime`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ThreadPart {
+    Processing,
+    Restoring,
+    Committing,
+    Polling,
+    Idle,
+}
+
+impl ThreadPart {
+    const ALL: [ThreadPart; 5] = [
+        ThreadPart::Processing,
+        ThreadPart::Restoring,
+        ThreadPart::Committing,
+        ThreadPart::Polling,
+        ThreadPart::Idle,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            ThreadPart::Processing => "processing",
+            ThreadPart::Restoring => "restoring",
+            ThreadPart::Committing => "committing",
+            ThreadPart::Polling => "polling",
+            ThreadPart::Idle => "idle",
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -89,6 +181,18 @@ impl StreamsMetrics {
                 .map(|(tp, l)| (tp.clone(), *l))
                 .collect(),
             dropped_records: lock(&self.dropped).clone(),
+            thread_time: {
+                let part = |p: ThreadPart| {
+                    Duration::from_nanos(self.thread_nanos[p as usize].load(Ordering::Relaxed))
+                };
+                ThreadTime {
+                    processing: part(ThreadPart::Processing),
+                    restoring: part(ThreadPart::Restoring),
+                    committing: part(ThreadPart::Committing),
+                    polling: part(ThreadPart::Polling),
+                    idle: part(ThreadPart::Idle),
+                }
+            },
         }
     }
 }
@@ -107,6 +211,8 @@ pub(crate) struct ThreadMetrics {
     to_restore: Gauge,
     /// The lag gauge of each input partition, registered once.
     lag_gauges: std::sync::Mutex<BTreeMap<TopicPartition, Gauge>>,
+    /// The thread's time in nanoseconds, by [`ThreadPart`].
+    thread_time: [Counter; ThreadPart::ALL.len()],
 }
 
 impl ThreadMetrics {
@@ -128,6 +234,14 @@ impl ThreadMetrics {
             restored: metrics::counter!("eddy_streams_restored_records_total", "application" => app.clone()),
             to_restore: metrics::gauge!("eddy_streams_restore_remaining_records", "application" => app.clone(), "thread" => thread.to_string()),
             lag_gauges: std::sync::Mutex::new(BTreeMap::new()),
+            thread_time: ThreadPart::ALL.map(|part| {
+                metrics::counter!(
+                    "eddy_streams_thread_time_nanoseconds_total",
+                    "application" => app.clone(),
+                    "thread" => thread.to_string(),
+                    "part" => part.name()
+                )
+            }),
             application: app,
         }
     }
@@ -144,6 +258,13 @@ impl ThreadMetrics {
         self.processed.increment(records);
         self.process_latency
             .record(took.as_secs_f64() / records as f64);
+    }
+
+    /// The thread spent `took` on `part`.
+    pub(crate) fn spent(&self, part: ThreadPart, took: Duration) {
+        let n = nanos(took);
+        self.shared.thread_nanos[part as usize].fetch_add(n, Ordering::Relaxed);
+        self.thread_time[part as usize].increment(n);
     }
 
     /// A commit took `took`.
@@ -203,5 +324,37 @@ impl ThreadMetrics {
             "reason" => reason.to_string()
         )
         .increment(n);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_threads_time_adds_up_by_part_and_between_snapshots() {
+        let shared = std::sync::Arc::new(StreamsMetrics::default());
+        let thread = ThreadMetrics::new(shared.clone(), "app", 0);
+        thread.spent(ThreadPart::Processing, Duration::from_millis(30));
+        let before = shared.snapshot().thread_time;
+        thread.spent(ThreadPart::Processing, Duration::from_millis(30));
+        thread.spent(ThreadPart::Committing, Duration::from_millis(20));
+        thread.spent(ThreadPart::Idle, Duration::from_millis(10));
+        let now = shared.snapshot().thread_time;
+        assert_eq!(now.processing, Duration::from_millis(60));
+        let interval = now.since(&before);
+        assert_eq!(interval.total(), Duration::from_millis(60));
+        let expected = [
+            ("processing", 0.5),
+            ("restoring", 0.0),
+            ("committing", 1.0 / 3.0),
+            ("polling", 0.0),
+            ("idle", 1.0 / 6.0),
+        ];
+        for ((part, share), (name, expected)) in interval.shares().into_iter().zip(expected) {
+            assert_eq!(part, name);
+            assert!((share - expected).abs() < 1e-9, "{part}: {share}");
+        }
+        assert_eq!(ThreadTime::default().shares()[0], ("processing", 0.0));
     }
 }

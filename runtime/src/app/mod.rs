@@ -20,7 +20,7 @@ pub mod topics;
 pub use config::{
     Bootstrap, ConfigError, ErrorHandling, ProcessingGuarantee, StateMemory, StreamsConfig,
 };
-pub use metrics::MetricsSnapshot;
+pub use metrics::{MetricsSnapshot, ThreadTime};
 pub use progress::{grouped, Progress};
 pub use query::{KeyQueryMetadata, KeyValueView, QueryError, WindowView};
 pub use restore::RestoreError;

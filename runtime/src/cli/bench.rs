@@ -279,6 +279,12 @@ async fn run_streams(args: StreamsBenchArgs) -> std::io::Result<()> {
                 "commit_max_ms": rounded(run.commit_latency_max.as_secs_f64() * 1e3, 1),
                 "peak_rss_mb": run.peak_memory.map(mebibytes),
                 "start_rss_mb": run.start_memory.map(mebibytes),
+                "thread_time": run
+                    .thread_time
+                    .shares()
+                    .iter()
+                    .map(|&(part, share)| (part.to_string(), json!(rounded(share, 3))))
+                    .collect::<serde_json::Map<_, _>>(),
             });
             println!("{figures}");
             rates[i].push(run.records_per_sec());

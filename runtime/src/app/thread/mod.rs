@@ -38,7 +38,7 @@ use self::output::{ProducerFactory, StreamsProducer};
 use self::schedule::CommitSchedule;
 use self::tasks::TaskManager;
 use super::assignor::StreamsAssignor;
-use super::metrics::{StreamsMetrics, ThreadMetrics};
+use super::metrics::{StreamsMetrics, ThreadMetrics, ThreadPart};
 use super::query::Hosted;
 use super::restore::{RestoreError, StateUpdater};
 use super::{ProcessingGuarantee, StreamsConfig};
@@ -46,6 +46,7 @@ use crate::client::{
     ClientError, Consumer, IsolationLevel, OffsetReset, Producer, ProducerConfig, RebalanceListener,
 };
 use crate::store::SledStores;
+use crate::time::Instant;
 
 /// Why a stream thread stopped.
 #[derive(Debug, thiserror::Error)]
@@ -299,6 +300,7 @@ async fn poll_loop(
         // Revocations run inside the poll, and take the manager themselves. While tasks are
         // restored the poll does not wait: the restore consumer's poll does.
         let wait = if restoring { Duration::ZERO } else { poll_wait };
+        let polling = Instant::now();
         let records = {
             let poll = consumer.poll_runs(wait);
             tokio::pin!(poll);
@@ -322,9 +324,16 @@ async fn poll_loop(
         if let Some(e) = tasks.failure.take() {
             return Err(e);
         }
+        let polled = records.as_ref().is_ok_and(|r| !r.is_empty());
+        let waited = if polled {
+            ThreadPart::Polling
+        } else {
+            ThreadPart::Idle
+        };
+        tasks.metrics.spent(waited, polling.elapsed());
         let step = async {
             let records = records?;
-            let polled = !records.is_empty();
+            let processing = Instant::now();
             if let Some(assignment) = assignor.take_assignment() {
                 if assignment.shutdown_application {
                     return Err(ThreadError::ApplicationShutdown);
@@ -344,16 +353,27 @@ async fn poll_loop(
             }
             tasks.route(records)?;
             tasks.process(consumer).await?;
+            tasks.probe_if_due(consumer).await;
+            tasks
+                .metrics
+                .spent(ThreadPart::Processing, processing.elapsed());
             let restore_wait = if tasks.updater.is_restoring() && !polled {
                 RESTORE_WAIT
             } else {
                 Duration::ZERO
             };
+            let restoring = Instant::now();
             tasks.update_state(consumer, restore_wait).await?;
-            tasks.probe_if_due(consumer).await;
+            tasks
+                .metrics
+                .spent(ThreadPart::Restoring, restoring.elapsed());
             if tasks.commit_due() {
+                let committing = Instant::now();
                 let span = tracing::debug_span!("commit", thread = tasks.index);
                 tasks.commit(consumer).instrument(span).await?;
+                tasks
+                    .metrics
+                    .spent(ThreadPart::Committing, committing.elapsed());
             }
             Ok(())
         };

@@ -12,6 +12,7 @@ use bytes::Bytes;
 
 use crate::app::{
     Bootstrap, MetricsSnapshot, ProcessingGuarantee, Progress, State, Streams, StreamsConfig,
+    ThreadTime,
 };
 use crate::client::{
     Admin, ClientError, NewTopic, Producer, ProducerConfig, ProducerRecord, Topic,
@@ -102,6 +103,9 @@ pub struct StreamsThroughput {
     pub commit_latency_avg: Duration,
     /// The longest commit, over the application's life.
     pub commit_latency_max: Duration,
+    /// Where the stream threads' time went, from running until every record was processed
+    /// and committed.
+    pub thread_time: ThreadTime,
     /// The full restore that followed, when one was asked for.
     pub restore: Option<RestoreFigures>,
     /// The process's peak resident memory from the input written until the run closed, in
@@ -304,6 +308,7 @@ pub async fn run(
         commits: figures.commits - before.commits,
         commit_latency_avg: figures.commit_latency_avg,
         commit_latency_max: figures.commit_latency_max,
+        thread_time: figures.thread_time.since(&before.thread_time),
         restore,
         peak_memory,
         start_memory,
@@ -365,7 +370,6 @@ async fn write_input(bootstrap: &str, topic: &str, load: &StreamsLoad) -> Result
     let config = ProducerConfig::new(bootstrap)
         .client_id("eddy-bench-streams-input")
         .batch_size(256 * 1024)
-        .buffer_memory(128 << 20)
         .linger(Duration::from_millis(5));
     let producer = Producer::new(config)?;
     let topic = Topic::from(topic);
