@@ -286,6 +286,54 @@ async fn the_streams_benchmark_processes_every_record_of_each_workload() {
     }
 }
 
+/// State on disk for a task the application does not run here is dropped once
+/// `state.cleanup.delay.ms` has passed; the state of the tasks it runs stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_of_tasks_not_run_here_is_dropped_after_the_cleanup_delay() {
+    use eddy::store::SledStores;
+    use eddy::streams::store::{StoreBuilder, StoreSupplier};
+    let broker = TestBroker::start().await;
+    let input = broker.create_topic(&broker.unique("words"), 1).await;
+    let output = broker.create_topic(&broker.unique("word-counts"), 1).await;
+    let app = broker.unique("cleaned-app");
+    let state = tempfile::tempdir().unwrap();
+    let guarantee = ProcessingGuarantee::ExactlyOnceV2;
+    let config = config(&app, &broker, state.path(), guarantee)
+        .state_cleanup_delay(Duration::from_millis(200));
+    // State an earlier run left for a task this topology does not have.
+    let dir = config.application_state_dir();
+    {
+        let stores = SledStores::new(&dir);
+        let old = StoreBuilder::key_value("old", StringSerde, I64Serde);
+        let mut store = stores.inner("7_0", &old);
+        store.write_batch(&mut [(&b"k"[..], Some(&b"v"[..]))].into_iter(), Some(1));
+    }
+    let on_disk = |dir: &std::path::Path| -> Vec<String> {
+        SledStores::new(dir)
+            .offsets_on_disk()
+            .into_iter()
+            .map(|(task, _)| task)
+            .collect()
+    };
+    assert_eq!(on_disk(&dir), ["7_0"]);
+    let mut streams = running(&input, &output, config).await;
+    produce(&broker, &input, &["a"]).await;
+    let expected = BTreeMap::from([("a".to_string(), 1)]);
+    assert_eq!(latest_counts(&broker, &output, &expected).await, expected);
+    // Commits come every 100 ms; a dozen more are well past the delay.
+    let commits = streams.metrics().commits;
+    wait_until(Duration::from_secs(30), "commits", async || {
+        let now = streams.metrics().commits;
+        if now >= commits + 12 {
+            return Ok(());
+        }
+        Err(format!("{now} commits"))
+    })
+    .await;
+    streams.close(Duration::from_secs(30)).await.unwrap();
+    assert_eq!(on_disk(&dir), ["0_0"]);
+}
+
 /// With `group.instance.id` set, each stream thread is a static member of its own, named as
 /// Kafka Streams names them: the id, a dash and the thread's number from 1.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -119,6 +119,10 @@ pub struct StreamsConfig {
     /// its share, and its commits wait for sled once they hold all of it. `None`, the
     /// default: a quarter of `statestore.memory.max.bytes` (64 MiB of the default 256 MiB).
     pub state_checkpoint_max_bytes: Option<usize>,
+    /// `state.cleanup.delay.ms`: how long a task's state stays on disk once the task has
+    /// moved away from this instance (or, found on disk at start, was not assigned here)
+    /// before its trees are dropped. Default 10 min, as in Kafka.
+    pub state_cleanup_delay: Duration,
     /// `max.task.idle.ms`: how long a task reading several partitions waits for data on an
     /// empty one that is caught up before it processes the others' records without it;
     /// `None` (-1) never waits. An empty partition with records still on the broker (or whose
@@ -176,6 +180,7 @@ impl StreamsConfig {
             statestore_memory_max_bytes: 256 * 1024 * 1024,
             state_checkpoint_interval: Duration::from_secs(5),
             state_checkpoint_max_bytes: None,
+            state_cleanup_delay: Duration::from_secs(600),
             max_task_idle: Some(Duration::ZERO),
             emit_intervals: EmitIntervals::default(),
             acceptable_recovery_lag: 10_000,
@@ -230,6 +235,7 @@ impl StreamsConfig {
             "statestore.memory.max.bytes" => {
                 self.statestore_memory_max_bytes = number(key, value)?;
             }
+            "state.cleanup.delay.ms" => self.state_cleanup_delay = millis(key, value)?,
             "state.checkpoint.max.bytes" => {
                 self.state_checkpoint_max_bytes = Some(number(key, value)?);
             }

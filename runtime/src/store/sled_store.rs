@@ -11,6 +11,7 @@ use eddy_core::streams::store::{
 };
 
 use super::applier::{Applier, Job};
+use super::supplier::TaskLease;
 
 mod page;
 mod paged;
@@ -27,6 +28,8 @@ pub struct SledBytesStore {
     failure: Arc<OnceLock<String>>,
     /// The thread that applies checkpoints, if the store has one.
     applier: Option<Applier>,
+    /// The store's hold on its task's state, if it has one: the trees stay while it does.
+    lease: Option<TaskLease>,
 }
 
 impl std::fmt::Debug for SledBytesStore {
@@ -53,6 +56,7 @@ impl SledBytesStore {
             changelog_offset: None,
             failure: Arc::default(),
             applier: None,
+            lease: None,
         };
         store.opened()
     }
@@ -89,9 +93,16 @@ impl SledBytesStore {
             changelog_offset: None,
             failure: Arc::default(),
             applier: None,
+            lease: None,
         };
         store.fail(reason);
         store
+    }
+
+    /// The store, holding its task's state with `lease` for as long as it lives.
+    pub(crate) fn leased(mut self, lease: TaskLease) -> Self {
+        self.lease = Some(lease);
+        self
     }
 
     /// The store, its checkpoints applied by `applier`'s thread.

@@ -3,16 +3,20 @@
 //! `<task>/<store>`. One database means one page cache, one flusher thread and one lock for
 //! the instance however many tasks it runs; a second instance over the same directory is
 //! refused rather than sharing it. State kept by earlier versions, a database per task
-//! under `<task>/`, is moved into the instance's database when it is first opened.
+//! under `<task>/`, is moved into the instance's database when it is first opened. A task
+//! whose stores have all been closed for `state.cleanup.delay.ms` (or that the instance found
+//! on disk and never opened) has its trees dropped by [`SledStores::clean_released`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use eddy_core::streams::store::{BytesStore, StoreBuilder, StoreSupplier};
 
 use super::applier::Applier;
 use super::sled_store::{PageSize, ScanLock, SledBytesStore, CHANGELOG_OFFSET};
+use crate::time::Instant;
 
 /// The directory of the instance's database, under the application's state directory.
 const DATABASE: &str = "stores";
@@ -33,6 +37,39 @@ pub struct SledStores {
     /// The thread that applies the stores' checkpoints, started with the first store (none
     /// if it could not be: the stores then apply their checkpoints themselves).
     applier: OnceLock<Option<Applier>>,
+    /// Which tasks have stores open, and since when the others' state lies unused.
+    uses: Arc<Mutex<TaskUses>>,
+}
+
+/// The tasks whose state is in use: those with stores open, and since when each of the
+/// others has had none.
+#[derive(Debug, Default)]
+struct TaskUses {
+    /// Stores open, by task.
+    open: HashMap<String, usize>,
+    /// Since when each task with state on disk and no store open has had none.
+    released: HashMap<String, Instant>,
+    /// Tasks whose state was dropped, until they open stores again.
+    cleaned: HashSet<String>,
+}
+
+/// A store's hold on its task's state: while a task has one, its trees stay.
+#[derive(Debug)]
+pub(crate) struct TaskLease {
+    task: String,
+    uses: Arc<Mutex<TaskUses>>,
+}
+
+impl Drop for TaskLease {
+    fn drop(&mut self) {
+        let mut uses = self.uses.lock().unwrap_or_else(|e| e.into_inner());
+        let open = uses.open.entry(self.task.clone()).or_insert(1);
+        *open -= 1;
+        if *open == 0 {
+            uses.open.remove(&self.task);
+            uses.released.insert(self.task.clone(), Instant::now());
+        }
+    }
 }
 
 impl std::fmt::Debug for SledStores {
@@ -64,6 +101,7 @@ impl SledStores {
             database: Mutex::new(None),
             scan_locks: Mutex::new(HashMap::new()),
             applier: OnceLock::new(),
+            uses: Arc::default(),
         }
     }
 
@@ -95,8 +133,74 @@ impl SledStores {
         }
         let db = open(&self.database_dir(), self.page_cache)?;
         self.move_task_databases(&db)?;
+        // The state found on disk lies unused until its task opens stores.
+        let now = Instant::now();
+        let mut uses = self.lock_uses();
+        for task in tasks_of(&db) {
+            if !uses.open.contains_key(&task) {
+                uses.released.entry(task).or_insert(now);
+            }
+        }
+        drop(uses);
         *database = Some(db.clone());
         Ok(db)
+    }
+
+    fn lock_uses(&self) -> std::sync::MutexGuard<'_, TaskUses> {
+        self.uses.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A hold on `task`'s state for one of its stores.
+    fn lease(&self, task: &str) -> TaskLease {
+        let mut uses = self.lock_uses();
+        *uses.open.entry(task.to_string()).or_insert(0) += 1;
+        uses.released.remove(task);
+        uses.cleaned.remove(task);
+        TaskLease {
+            task: task.to_string(),
+            uses: self.uses.clone(),
+        }
+    }
+
+    /// Drops the trees of every task whose stores have all been closed for `delay` (or that
+    /// was found on disk that long ago and never opened), as Kafka Streams' state directory
+    /// cleaner removes a task's directory `state.cleanup.delay.ms` after it moved away; the
+    /// tasks cleaned. A task that comes back later restores its state from its changelogs.
+    /// Reads and writes files: callers on async workers run it on a blocking thread.
+    pub fn clean_released(&self, delay: Duration) -> Result<Vec<String>, sled::Error> {
+        let db = self.database()?;
+        let mut uses = self.lock_uses();
+        let due: Vec<String> = uses
+            .released
+            .iter()
+            .filter(|(_, since)| since.elapsed() >= delay)
+            .map(|(task, _)| task.clone())
+            .collect();
+        if due.is_empty() {
+            return Ok(due);
+        }
+        let names = db.tree_names();
+        let mut locks = self.scan_locks.lock().unwrap_or_else(|e| e.into_inner());
+        for task in &due {
+            let prefix = tree_name(task, "");
+            for name in names.iter().filter(|n| n.starts_with(prefix.as_bytes())) {
+                db.drop_tree(name)?;
+            }
+            locks.retain(|(t, _), _| t != task);
+            uses.released.remove(task);
+            uses.cleaned.insert(task.clone());
+            tracing::info!(
+                task,
+                "dropped the state of a task not run here for state.cleanup.delay.ms"
+            );
+        }
+        db.flush()?;
+        Ok(due)
+    }
+
+    /// Whether the state of `task` was dropped (and the task has not opened stores since).
+    pub fn is_cleaned(&self, task: &str) -> bool {
+        self.lock_uses().cleaned.contains(task)
     }
 
     /// Moves the databases an earlier version kept per task (`<dir>/<task>/`) into `db`,
@@ -155,6 +259,7 @@ impl SledStores {
     /// stores reached: what an instance reports so that tasks return to where their state
     /// is. Nothing when the database cannot be opened.
     pub fn offsets_on_disk(&self) -> Vec<(String, Vec<i64>)> {
+        // (The trees of one task sit together: a task's name ends at its first '/'.)
         let Ok(db) = self.database() else {
             return Vec::new();
         };
@@ -201,6 +306,15 @@ impl SledStores {
     }
 }
 
+/// The tasks with trees in `db`.
+fn tasks_of(db: &sled::Db) -> HashSet<String> {
+    db.tree_names()
+        .iter()
+        .filter_map(|name| std::str::from_utf8(name).ok()?.split_once('/'))
+        .map(|(task, _)| task.to_string())
+        .collect()
+}
+
 /// How long an open waits for a database of the same directory, just dropped, to let go
 /// of its lock (sled's flusher thread holds it a moment after the drop).
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -235,6 +349,9 @@ pub(crate) fn open(dir: &Path, page_cache: u64) -> Result<sled::Db, sled::Error>
 impl StoreSupplier for SledStores {
     fn inner(&self, task: &str, definition: &StoreBuilder) -> Box<dyn BytesStore> {
         let name = definition.name();
+        // Held before the tree is opened: a cleaning then either sees the task in use or
+        // has dropped its trees already.
+        let lease = self.lease(task);
         let tree = self
             .database()
             .and_then(|db| db.open_tree(tree_name(task, name)));
@@ -254,7 +371,7 @@ impl StoreSupplier for SledStores {
             .entry((task.to_string(), name.to_string()))
             .or_default()
             .clone();
-        let store = SledBytesStore::with_page_size(tree, PageSize::default(), scans);
+        let store = SledBytesStore::with_page_size(tree, PageSize::default(), scans).leased(lease);
         Box::new(match self.applier() {
             Some(applier) => store.with_applier(applier.clone()),
             None => store,

@@ -46,6 +46,7 @@ impl StreamsConfig {
                 "state.checkpoint.interval.ms",
                 ms(self.state_checkpoint_interval),
             ),
+            ("state.cleanup.delay.ms", ms(self.state_cleanup_delay)),
             (
                 "statestore.memory.max.bytes",
                 self.statestore_memory_max_bytes.to_string(),

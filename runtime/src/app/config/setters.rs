@@ -77,6 +77,13 @@ impl StreamsConfig {
         self
     }
 
+    /// `state.cleanup.delay.ms`: how long a task's state stays once the task moved away.
+    /// Default 10 min.
+    pub fn state_cleanup_delay(mut self, delay: Duration) -> Self {
+        self.state_cleanup_delay = delay;
+        self
+    }
+
     /// `statestore.memory.max.bytes`: the memory the instance's state may take, record
     /// caches, write buffers and sled's page cache together. Default 256 MiB.
     pub fn statestore_memory_max_bytes(mut self, bytes: usize) -> Self {

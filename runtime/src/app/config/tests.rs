@@ -18,6 +18,7 @@ fn the_defaults_are_kafka_streams_defaults() {
     assert_eq!(config.state_checkpoint_interval, Duration::from_secs(5));
     assert_eq!(config.statestore_memory_max_bytes, 256 << 20);
     assert_eq!(config.state_checkpoint_max_bytes, None);
+    assert_eq!(config.state_cleanup_delay, Duration::from_secs(600));
     assert_eq!(
         config.state_memory(),
         StateMemory {
@@ -224,6 +225,7 @@ fn each_typed_setter_sets_what_its_property_sets() {
         .state_checkpoint_interval(Duration::from_secs(2))
         .state_checkpoint_max_bytes(4096)
         .statestore_memory_max_bytes(100 << 20)
+        .state_cleanup_delay(Duration::from_secs(30))
         .max_task_idle(None)
         .acceptable_recovery_lag(7)
         .max_warmup_replicas(4)
@@ -246,6 +248,7 @@ fn each_typed_setter_sets_what_its_property_sets() {
         ("state.checkpoint.interval.ms", "2000"),
         ("state.checkpoint.max.bytes", "4096"),
         ("statestore.memory.max.bytes", "104857600"),
+        ("state.cleanup.delay.ms", "30000"),
         ("max.task.idle.ms", "-1"),
         ("acceptable.recovery.lag", "7"),
         ("max.warmup.replicas", "4"),

@@ -49,6 +49,12 @@ const WARMUP_CHECK_EVERY: Duration = Duration::from_secs(1);
 /// The least time between an assignment and the probing rebalance its warmups ask for.
 const EARLIEST_PROBE: Duration = Duration::from_secs(1);
 
+/// The least time between two looks for state to clean, whatever `state.cleanup.delay.ms`.
+const CLEANING_AT_MOST_EVERY: Duration = Duration::from_millis(100);
+
+/// The most time between two looks for state to clean, whatever `state.cleanup.delay.ms`.
+const CLEANING_AT_LEAST_EVERY: Duration = Duration::from_secs(60);
+
 /// Probing rebalances of one thread.
 #[derive(Debug)]
 pub(super) struct Probing {
@@ -207,6 +213,9 @@ impl TaskManager {
     /// What this thread reports at the next rebalance: the tasks it runs (caught up), the
     /// offset sums of the state it holds and of what lies on disk, and the ends it saw.
     pub(super) async fn report_owned(&mut self) {
+        let stores = &self.stores;
+        self.held
+            .forget_on_disk(|id| stores.is_cleaned(&id.to_string()));
         let running: BTreeSet<TaskId> = self.tasks.keys().copied().collect();
         let owned: BTreeSet<TaskId> = running
             .iter()
@@ -219,6 +228,24 @@ impl TaskManager {
         let ends = self.held.ends_of(&sums);
         self.hosted.set_running(self.index, running);
         self.assignor.set_owned(owned, sums, ends);
+    }
+
+    /// Drops the state of tasks not run here for `state.cleanup.delay.ms`, as Kafka
+    /// Streams' state directory cleaner: the first thread does it for the instance, looking
+    /// every `state.cleanup.delay.ms` and at least once a minute.
+    pub(super) async fn clean_state_if_due(&mut self) {
+        let delay = self.config.state_cleanup_delay;
+        let every = delay.clamp(CLEANING_AT_MOST_EVERY, CLEANING_AT_LEAST_EVERY);
+        if self.index != 0 || self.last_cleaning.elapsed() < every {
+            return;
+        }
+        self.last_cleaning = Instant::now();
+        let stores = self.stores.clone();
+        match crate::blocking::unblocked(move || stores.clean_released(delay)).await {
+            Ok(cleaned) if !cleaned.is_empty() => self.report_owned().await,
+            Ok(_) => {}
+            Err(e) => tracing::warn!("dropping the state of tasks that moved away: {e}"),
+        }
     }
 
     /// Asks for a probing rebalance when one is due: at once when this member's warmups

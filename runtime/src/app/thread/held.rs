@@ -36,6 +36,11 @@ impl HeldState {
         self.on_disk.insert(task, offset_sum);
     }
 
+    /// Forgets the state on disk of the tasks `gone` says were cleaned away.
+    pub(super) fn forget_on_disk(&mut self, gone: impl Fn(TaskId) -> bool) {
+        self.on_disk.retain(|&id, _| !gone(id));
+    }
+
     /// The changelogs of `task` end at `end` (summed).
     pub(super) fn saw_end(&mut self, task: TaskId, end: i64) {
         self.ends.insert(task, end);

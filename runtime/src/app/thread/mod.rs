@@ -208,6 +208,7 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
         held: HeldState::new(on_disk_sums),
         failure: None,
         probing: assignment::Probing::default(),
+        last_cleaning: Instant::now(),
         errors,
         hosted,
         index,
@@ -354,6 +355,7 @@ async fn poll_loop(
             tasks.route(records)?;
             tasks.process(consumer).await?;
             tasks.probe_if_due(consumer).await;
+            tasks.clean_state_if_due().await;
             tasks
                 .metrics
                 .spent(ThreadPart::Processing, processing.elapsed());

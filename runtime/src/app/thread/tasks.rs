@@ -58,6 +58,8 @@ pub(super) struct TaskManager {
     pub(super) schedule: CommitSchedule,
     /// The state this thread holds beyond its running tasks, reported for stickiness.
     pub(super) held: HeldState,
+    /// When this thread last looked for state to clean (`state.cleanup.delay.ms`).
+    pub(super) last_cleaning: Instant,
     /// Probing rebalances: this member's warmups, and when to probe.
     pub(super) probing: Probing,
     /// What failed inside a rebalance callback, for the thread to act on after its poll.

@@ -135,3 +135,48 @@ fn state_kept_in_a_database_per_task_moves_into_the_instances_database() {
         ]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_tasks_state_is_dropped_once_unused_for_the_cleanup_delay() {
+    let dir = tempfile::tempdir().unwrap();
+    let delay = Duration::from_secs(600);
+    let definition = counts();
+    let write = |stores: &SledStores, task: &str| {
+        let mut store = stores.inner(task, &definition);
+        store.write_batch(&mut [(&b"a"[..], Some(&b"1"[..]))].into_iter(), Some(1));
+        store
+    };
+    {
+        let stores = SledStores::new(dir.path());
+        drop(write(&stores, "0_0"));
+        drop(write(&stores, "0_1"));
+    }
+    // Found on disk at start, run here again (0_1) or not (0_0), and one new task (1_0).
+    let stores = SledStores::new(dir.path());
+    stores.open().unwrap();
+    let running = write(&stores, "0_1");
+    let new = write(&stores, "1_0");
+    tokio::time::advance(delay / 2).await;
+    // 1_0 moves away: its state is kept for the delay from then.
+    drop(new);
+    assert!(stores.clean_released(delay).unwrap().is_empty());
+    tokio::time::advance(delay / 2).await;
+    assert_eq!(stores.clean_released(delay).unwrap(), ["0_0"]);
+    assert!(stores.is_cleaned("0_0") && !stores.is_cleaned("1_0"));
+    let tasks: Vec<String> = stores
+        .offsets_on_disk()
+        .into_iter()
+        .map(|(t, _)| t)
+        .collect();
+    assert_eq!(tasks, ["0_1", "1_0"]);
+    tokio::time::advance(delay).await;
+    // A task with a store open keeps its state however long.
+    assert_eq!(stores.clean_released(delay).unwrap(), ["1_0"]);
+    assert_eq!(stores.offsets_on_disk(), [("0_1".to_string(), vec![1])]);
+    assert_eq!(contents(&*running), [(b"a".to_vec(), b"1".to_vec())]);
+    // A task cleaned away that comes back starts from nothing, and is no longer cleaned.
+    let back = stores.inner("0_0", &definition);
+    assert!(!stores.is_cleaned("0_0"));
+    assert_eq!(back.changelog_offset(), None);
+    assert!(contents(&*back).is_empty());
+}
