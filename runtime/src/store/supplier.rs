@@ -259,7 +259,6 @@ impl SledStores {
     /// stores reached: what an instance reports so that tasks return to where their state
     /// is. Nothing when the database cannot be opened.
     pub fn offsets_on_disk(&self) -> Vec<(String, Vec<i64>)> {
-        // (The trees of one task sit together: a task's name ends at its first '/'.)
         let Ok(db) = self.database() else {
             return Vec::new();
         };

@@ -186,13 +186,10 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
     let output = StreamsProducer::start(new_producer, exactly_once).await?;
     let errors = ErrorHandlers::new(&config);
     let application_id = config.application_id.clone();
-    // The thread's shares of the instance's state memory.
-    let memory = config.state_memory();
-    let threads = config.num_stream_threads.max(1);
-    let checkpoint_max_bytes = memory.write_buffers / threads;
+    let (cache_max_bytes, checkpoint_max_bytes) = thread_shares(&config);
     let max_task_idle = config.max_task_idle;
     // One record cache budget for the thread's tasks, as Kafka's thread cache.
-    let cache = LayerConfig::own_cache(memory.record_caches / threads);
+    let cache = LayerConfig::own_cache(cache_max_bytes);
     let manager = Arc::new(Mutex::new(TaskManager {
         topology,
         config,
@@ -240,6 +237,18 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
         consumer.close().await
     };
     outcome.and(closed).and(left.map_err(ThreadError::from))
+}
+
+/// A stream thread's shares of the instance's state memory: the bytes its record caches may
+/// count together (`statestore.cache.max.bytes` over the threads, counted as the caches count
+/// them), and what its write buffers may take (`state.checkpoint.max.bytes` over the
+/// threads).
+fn thread_shares(config: &StreamsConfig) -> (usize, usize) {
+    let threads = config.num_stream_threads.max(1);
+    (
+        config.statestore_cache_max_bytes / threads,
+        config.state_memory().write_buffers / threads,
+    )
 }
 
 /// Builds the thread's producer: transactional under exactly-once, with the transactional
@@ -422,6 +431,19 @@ impl RebalanceListener for Revocations {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_thread_takes_its_share_of_the_caches_and_the_write_buffers() {
+        let config = StreamsConfig::new("app")
+            .num_stream_threads(2)
+            .statestore_cache_max_bytes(10 << 20)
+            .statestore_memory_max_bytes(512 << 20);
+        // The caches' setting is split as they count it; the buffers' default is a quarter
+        // of the budget.
+        assert_eq!(thread_shares(&config), (5 << 20, 64 << 20));
+        let config = config.state_checkpoint_max_bytes(32 << 20);
+        assert_eq!(thread_shares(&config), (5 << 20, 16 << 20));
+    }
 
     #[test]
     fn a_stream_threads_producer_takes_the_users_settings_over_its_own_defaults() {
