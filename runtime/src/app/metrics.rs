@@ -73,8 +73,14 @@ pub struct ThreadTime {
     /// Restoring stores from their changelogs (and keeping standbys up to date), waiting for
     /// changelog records included.
     pub restoring: Duration,
-    /// Committing: flushing the record caches, waiting for every send to be acknowledged,
-    /// committing the input offsets (under exactly-once, the transaction), checkpointing.
+    /// Flushing at a commit: the record caches sending their entries down (and what they
+    /// forward run through the tasks), what the tasks wrote handed to the producer,
+    /// checkpoints started.
+    pub flushing: Duration,
+    /// Waiting on commits: for every send to be acknowledged and the input offsets committed
+    /// (at-least-once), or for the last interval's transaction to commit (exactly-once,
+    /// where it commits while the thread processes, and is waited for only when it is not
+    /// done by the next commit or when what the tasks wrote meanwhile fills the room for it).
     pub committing: Duration,
     /// Waiting on polls that brought records: on fetches.
     pub polling: Duration,
@@ -85,7 +91,12 @@ pub struct ThreadTime {
 impl ThreadTime {
     /// All the time measured.
     pub fn total(&self) -> Duration {
-        self.processing + self.restoring + self.committing + self.polling + self.idle
+        self.processing
+            + self.restoring
+            + self.flushing
+            + self.committing
+            + self.polling
+            + self.idle
     }
 
     /// The time since `earlier`, a snapshot taken before this one.
@@ -93,15 +104,16 @@ impl ThreadTime {
         ThreadTime {
             processing: self.processing.saturating_sub(earlier.processing),
             restoring: self.restoring.saturating_sub(earlier.restoring),
+            flushing: self.flushing.saturating_sub(earlier.flushing),
             committing: self.committing.saturating_sub(earlier.committing),
             polling: self.polling.saturating_sub(earlier.polling),
             idle: self.idle.saturating_sub(earlier.idle),
         }
     }
 
-    /// Each part's share of the total, by name (`processing`, `restoring`, `committing`,
-    /// `polling`, `idle`); all 0 when nothing was measured.
-    pub fn shares(&self) -> [(&'static str, f64); 5] {
+    /// Each part's share of the total, by name (`processing`, `restoring`, `flushing`,
+    /// `committing`, `polling`, `idle`); all 0 when nothing was measured.
+    pub fn shares(&self) -> [(&'static str, f64); 6] {
         let total = self.total().as_secs_f64();
         let share = |d: Duration| {
             if total > 0.0 {
@@ -113,6 +125,7 @@ impl ThreadTime {
         [
             ("processing", share(self.processing)),
             ("restoring", share(self.restoring)),
+            ("flushing", share(self.flushing)),
             ("committing", share(self.committing)),
             ("polling", share(self.polling)),
             ("idle", share(self.idle)),
@@ -125,15 +138,17 @@ impl ThreadTime {
 pub(crate) enum ThreadPart {
     Processing,
     Restoring,
+    Flushing,
     Committing,
     Polling,
     Idle,
 }
 
 impl ThreadPart {
-    const ALL: [ThreadPart; 5] = [
+    const ALL: [ThreadPart; 6] = [
         ThreadPart::Processing,
         ThreadPart::Restoring,
+        ThreadPart::Flushing,
         ThreadPart::Committing,
         ThreadPart::Polling,
         ThreadPart::Idle,
@@ -143,6 +158,7 @@ impl ThreadPart {
         match self {
             ThreadPart::Processing => "processing",
             ThreadPart::Restoring => "restoring",
+            ThreadPart::Flushing => "flushing",
             ThreadPart::Committing => "committing",
             ThreadPart::Polling => "polling",
             ThreadPart::Idle => "idle",
@@ -188,6 +204,7 @@ impl StreamsMetrics {
                 ThreadTime {
                     processing: part(ThreadPart::Processing),
                     restoring: part(ThreadPart::Restoring),
+                    flushing: part(ThreadPart::Flushing),
                     committing: part(ThreadPart::Committing),
                     polling: part(ThreadPart::Polling),
                     idle: part(ThreadPart::Idle),
@@ -339,7 +356,8 @@ mod tests {
         let before = shared.snapshot().thread_time;
         thread.spent(ThreadPart::Processing, Duration::from_millis(30));
         thread.spent(ThreadPart::Committing, Duration::from_millis(20));
-        thread.spent(ThreadPart::Idle, Duration::from_millis(10));
+        thread.spent(ThreadPart::Flushing, Duration::from_millis(6));
+        thread.spent(ThreadPart::Idle, Duration::from_millis(4));
         let now = shared.snapshot().thread_time;
         assert_eq!(now.processing, Duration::from_millis(60));
         let interval = now.since(&before);
@@ -347,9 +365,10 @@ mod tests {
         let expected = [
             ("processing", 0.5),
             ("restoring", 0.0),
+            ("flushing", 0.1),
             ("committing", 1.0 / 3.0),
             ("polling", 0.0),
-            ("idle", 1.0 / 6.0),
+            ("idle", 1.0 / 15.0),
         ];
         for ((part, share), (name, expected)) in interval.shares().into_iter().zip(expected) {
             assert_eq!(part, name);

@@ -80,6 +80,12 @@ impl Output {
         self.records.is_empty()
     }
 
+    /// Roughly how many bytes the records take: their keys and values and a record's
+    /// bookkeeping each.
+    pub fn bytes(&self) -> usize {
+        self.data.len() + self.records.len() * std::mem::size_of::<Written>()
+    }
+
     /// The records, in the order they were written.
     pub fn iter(&self) -> impl Iterator<Item = SinkRecord<'_>> + '_ {
         let range = |r: Option<(u32, u32)>| {

@@ -83,6 +83,12 @@ impl<'a> ChangelogBatch<'a> {
         self.writes.is_empty()
     }
 
+    /// Roughly how many bytes the writes take: their keys and values and a write's
+    /// bookkeeping each.
+    pub fn bytes(&self) -> usize {
+        self.data.len() + std::mem::size_of_val(self.writes)
+    }
+
     /// The writes, in the order they were made: key and value.
     pub fn iter(&self) -> impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)> + 'a {
         let data = self.data;

@@ -93,6 +93,12 @@ impl StoreInstance {
         self.with_layers(|l| l.commit(changelog_offset))
     }
 
+    /// The store's writes so far belong to a commit in flight; later ones are held apart
+    /// (see [`StoreLayer::seal`]).
+    pub fn seal(&mut self) {
+        self.with_layers(|l| l.seal())
+    }
+
     /// Applies the committed writes a write buffer holds to the inner store, in one batch
     /// (see [`Checkpoint`] for `when`).
     pub fn checkpoint(&mut self, when: Checkpoint) {

@@ -19,6 +19,19 @@ impl StreamTask {
             .collect()
     }
 
+    /// Roughly how many bytes what the task wrote and has not given away yet takes: its
+    /// output and its stores' changelog records.
+    pub fn written_bytes(&self) -> usize {
+        let changelog: usize = self
+            .graph
+            .state
+            .stores
+            .iter()
+            .map(|s| s.store.changelog().bytes())
+            .sum();
+        self.output().bytes() + changelog
+    }
+
     /// Forgets the store writes once the caller has taken them (the buffers are kept).
     pub fn clear_changelog(&mut self) {
         for slot in &mut self.graph.state.stores {
@@ -57,6 +70,16 @@ impl StreamTask {
         for slot in &mut self.graph.state.stores {
             let offset = changelog_offset(&slot.changelog_topic);
             slot.store.commit(offset);
+        }
+    }
+
+    /// The stores' writes so far belong to a transaction whose commit is in flight: the
+    /// next [`commit_stores`](Self::commit_stores) commits them and nothing written after
+    /// this, and no checkpoint applies them before it. What lets the runtime process the
+    /// next interval's records while the last interval's transaction commits.
+    pub fn seal_stores(&mut self) {
+        for slot in &mut self.graph.state.stores {
+            slot.store.seal();
         }
     }
 

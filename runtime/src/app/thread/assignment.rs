@@ -137,6 +137,8 @@ impl TaskManager {
         consumer: &mut Consumer,
         assignment: &TaskAssignment,
     ) -> Result<(), ThreadError> {
+        // Tasks change: the commit in flight is settled first.
+        self.settle(consumer).await?;
         self.metrics.rebalanced();
         self.hosted.set_hosts(
             &assignment.partitions_by_host,
@@ -313,14 +315,15 @@ impl TaskManager {
     }
 
     /// Commits every running task and closes the active tasks `going` (running or being
-    /// restored).
+    /// restored). With none going, the commit in flight is settled: it carries the group's
+    /// generation, which the rebalance about to happen ends.
     async fn close_clean(
         &mut self,
         consumer: &mut Consumer,
         going: &[TaskId],
     ) -> Result<(), ThreadError> {
         if going.is_empty() {
-            return Ok(());
+            return self.settle(consumer).await;
         }
         self.commit(consumer).await?;
         for &id in going {
@@ -384,7 +387,9 @@ impl TaskManager {
         Ok(())
     }
 
-    /// Commits (on a clean stop), closes the tasks and the producer.
+    /// Commits (on a clean stop), closes the tasks and the producer. A last commit that
+    /// finds the tasks migrated (the producer fenced: another instance has them) closes them
+    /// dirty, as Kafka Streams does, without failing the close.
     pub(super) async fn close(
         &mut self,
         consumer: &mut Consumer,
@@ -397,7 +402,15 @@ impl TaskManager {
             Ok(())
         };
         // A clean close leaves sled holding all it committed: no restore on restart.
-        close_all(std::mem::take(&mut self.tasks), committed.is_ok()).await;
+        let checkpoint = committed.is_ok();
+        let committed = match committed {
+            Err(e) if tasks_migrated(&e) => {
+                tracing::warn!("closing: tasks migrated ({e}): closing them dirty");
+                Ok(())
+            }
+            other => other,
+        };
+        close_all(std::mem::take(&mut self.tasks), checkpoint).await;
         for (id, released) in self.updater.remove_all().await {
             if let Err(e) = released {
                 tracing::warn!(task = %id, "closing: {e}");

@@ -10,6 +10,7 @@
 //! that tasks moving away commit before the member rejoins.
 
 mod assignment;
+mod commit;
 mod errors;
 mod held;
 mod idling;
@@ -202,6 +203,8 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
         tasks: BTreeMap::new(),
         inputs: Inputs::default(),
         schedule: CommitSchedule::new(),
+        sealed: None,
+        commit_waits: Default::default(),
         held: HeldState::new(on_disk_sums),
         failure: None,
         probing: assignment::Probing::default(),
@@ -365,9 +368,12 @@ async fn poll_loop(
             tasks.process(consumer).await?;
             tasks.probe_if_due(consumer).await;
             tasks.clean_state_if_due().await;
-            tasks
-                .metrics
-                .spent(ThreadPart::Processing, processing.elapsed());
+            let waited = tasks.commit_waits.take();
+            tasks.metrics.spent(
+                ThreadPart::Processing,
+                processing.elapsed().saturating_sub(waited),
+            );
+            tasks.metrics.spent(ThreadPart::Committing, waited);
             let restore_wait = if tasks.updater.is_restoring() && !polled {
                 RESTORE_WAIT
             } else {
@@ -378,14 +384,20 @@ async fn poll_loop(
             tasks
                 .metrics
                 .spent(ThreadPart::Restoring, restoring.elapsed());
+            let committing = Instant::now();
             if tasks.commit_due() {
-                let committing = Instant::now();
                 let span = tracing::debug_span!("commit", thread = tasks.index);
-                tasks.commit(consumer).instrument(span).await?;
-                tasks
-                    .metrics
-                    .spent(ThreadPart::Committing, committing.elapsed());
+                tasks.start_commit(consumer).instrument(span).await?;
+            } else if !polled {
+                // Nothing to process: what waits for the commit in flight goes now.
+                tasks.settle(consumer).await?;
             }
+            let waited = tasks.commit_waits.take();
+            tasks.metrics.spent(
+                ThreadPart::Flushing,
+                committing.elapsed().saturating_sub(waited),
+            );
+            tasks.metrics.spent(ThreadPart::Committing, waited);
             Ok(())
         };
         if let Err(e) = step.await {

@@ -1,9 +1,14 @@
 //! What a stream thread sends, and its transaction (Kafka Streams' `StreamsProducer` and
 //! `RecordCollector` together): the thread's producer — transactional under exactly-once,
 //! replaced when it is fenced — the sends not yet acknowledged, and the changelog offsets
-//! they reached, which the stores record at each commit.
+//! they reached, which the stores record at each commit. Under exactly-once a transaction
+//! commits in the background (its acknowledgements awaited, its offsets sent, EndTxn), while
+//! the thread processes the next interval's records; nothing is sent until that commit is
+//! done and the next transaction begins.
 
 use std::collections::BTreeMap;
+
+use tokio::task::JoinHandle;
 
 use eddy_core::log::TopicPartition;
 use eddy_core::streams::internals::{SinkRecord, StreamTask};
@@ -14,6 +19,9 @@ use crate::client::{
     ClientError, Delivery, GroupMetadata, Outgoing, Producer, ProducerRecord, RecordParts, SentAll,
     Topic,
 };
+
+/// A transaction committing in the background: where its changelog sends reached.
+type Committing = JoinHandle<Result<BTreeMap<TopicPartition, i64>, ThreadError>>;
 
 /// Builds the thread's producer: again after it was fenced.
 pub(super) type ProducerFactory = Box<dyn Fn() -> Result<Producer, ClientError> + Send + Sync>;
@@ -29,6 +37,8 @@ pub(super) struct StreamsProducer {
     deliveries: Vec<(Option<TopicPartition>, Delivery)>,
     /// The offset after the last acknowledged changelog record, by changelog partition.
     changelog_reached: BTreeMap<TopicPartition, i64>,
+    /// The open transaction's commit, while it is in flight.
+    committing: Option<Committing>,
 }
 
 impl StreamsProducer {
@@ -49,6 +59,7 @@ impl StreamsProducer {
             in_transaction: false,
             deliveries: Vec::new(),
             changelog_reached: BTreeMap::new(),
+            committing: None,
         })
     }
 
@@ -62,8 +73,20 @@ impl StreamsProducer {
         &self.changelog_reached
     }
 
+    /// Whether a transaction's commit is in flight: nothing can be sent until it is done.
+    pub(super) fn is_committing(&self) -> bool {
+        self.committing.is_some()
+    }
+
+    /// Whether the commit in flight is done, so that [`finish_commit`](Self::finish_commit)
+    /// does not wait.
+    pub(super) fn commit_done(&self) -> bool {
+        self.committing.as_ref().is_some_and(|c| c.is_finished())
+    }
+
     /// Opens a transaction if exactly-once needs one and none is open.
     pub(super) fn begin(&mut self) -> Result<(), ThreadError> {
+        debug_assert!(self.committing.is_none(), "a send during a commit");
         if self.exactly_once && !self.in_transaction {
             self.producer.begin_transaction()?;
             self.in_transaction = true;
@@ -139,23 +162,25 @@ impl StreamsProducer {
 
     /// Waits for every send, noting the changelog offsets they reached.
     pub(super) async fn await_deliveries(&mut self) -> Result<(), ThreadError> {
-        for (changelog, delivery) in self.deliveries.drain(..) {
-            let metadata = delivery.await?;
-            if let Some(tp) = changelog {
-                let next = metadata.offset + 1;
-                let reached = self.changelog_reached.entry(tp).or_insert(next);
-                *reached = (*reached).max(next);
-            }
-        }
+        let reached = delivered(std::mem::take(&mut self.deliveries)).await?;
+        self.note_reached(reached);
         Ok(())
     }
 
-    /// Exactly-once: the sends arrive, the input `offsets` join the transaction with the
-    /// group's metadata, and it commits. A transaction that fails to commit stays open for
-    /// the caller to abort, with the stores' writes.
-    pub(super) async fn commit_transaction(
+    fn note_reached(&mut self, reached: BTreeMap<TopicPartition, i64>) {
+        for (tp, next) in reached {
+            let at = self.changelog_reached.entry(tp).or_insert(next);
+            *at = (*at).max(next);
+        }
+    }
+
+    /// Exactly-once: starts the open transaction's commit in the background — the sends
+    /// arrive, the input `offsets` join the transaction with the group's metadata, and it
+    /// commits — for [`finish_commit`](Self::finish_commit) to wait for. Nothing starts when
+    /// there is nothing to commit.
+    pub(super) fn start_commit(
         &mut self,
-        offsets: &BTreeMap<TopicPartition, i64>,
+        offsets: BTreeMap<TopicPartition, i64>,
         group: Option<GroupMetadata>,
     ) -> Result<(), ThreadError> {
         if !offsets.is_empty() {
@@ -164,22 +189,48 @@ impl StreamsProducer {
         if !self.in_transaction {
             return Ok(());
         }
-        self.await_deliveries().await?;
-        if !offsets.is_empty() {
-            let group = group.ok_or_else(|| {
+        let group = match offsets.is_empty() {
+            true => None,
+            false => Some(group.ok_or_else(|| {
                 ThreadError::Client(ClientError::State("the consumer has no group".into()))
-            })?;
-            self.producer
-                .send_offsets_to_transaction(offsets, &group)
-                .await?;
-        }
-        self.producer.commit_transaction().await?;
+            })?),
+        };
+        let producer = self.producer.clone();
+        let deliveries = std::mem::take(&mut self.deliveries);
+        self.committing = Some(tokio::spawn(async move {
+            let reached = delivered(deliveries).await?;
+            if let Some(group) = group {
+                producer
+                    .send_offsets_to_transaction(&offsets, &group)
+                    .await?;
+            }
+            producer.commit_transaction().await?;
+            Ok(reached)
+        }));
+        Ok(())
+    }
+
+    /// Waits for the commit in flight, if there is one, and notes where its changelog sends
+    /// reached. A transaction that fails to commit stays open for the caller to abort, with
+    /// the stores' writes.
+    pub(super) async fn finish_commit(&mut self) -> Result<(), ThreadError> {
+        let Some(committing) = self.committing.take() else {
+            return Ok(());
+        };
+        let reached = committing.await.map_err(|e| {
+            ThreadError::Client(ClientError::State(format!("the commit stopped: {e}")))
+        })??;
+        self.note_reached(reached);
         self.in_transaction = false;
         Ok(())
     }
 
-    /// Throws away what is in flight and, exactly-once, the open transaction.
+    /// Throws away what is in flight and, exactly-once, the open transaction (once a commit
+    /// in flight is done: one that succeeded leaves nothing to abort).
     pub(super) async fn abort(&mut self) {
+        if let Err(e) = self.finish_commit().await {
+            tracing::debug!("the commit in flight failed: {e}");
+        }
         self.deliveries.clear();
         if self.in_transaction {
             if let Err(abort) = self.producer.abort_transaction().await {
@@ -208,6 +259,23 @@ impl StreamsProducer {
     pub(super) async fn close(&self) -> Result<(), ClientError> {
         self.producer.close().await
     }
+}
+
+/// Waits for `deliveries`: the offset after the last changelog record each changelog
+/// partition's sends reached.
+async fn delivered(
+    deliveries: Vec<(Option<TopicPartition>, Delivery)>,
+) -> Result<BTreeMap<TopicPartition, i64>, ThreadError> {
+    let mut reached = BTreeMap::new();
+    for (changelog, delivery) in deliveries {
+        let metadata = delivery.await?;
+        if let Some(tp) = changelog {
+            let next = metadata.offset + 1;
+            let at = reached.entry(tp).or_insert(next);
+            *at = (*at).max(next);
+        }
+    }
+    Ok(reached)
 }
 
 /// A record a task's sink wrote, read from the task's output buffer.

@@ -63,13 +63,17 @@ impl CommitSchedule {
         }
     }
 
-    /// A commit is done, and checkpointed if `checkpointed`.
-    pub(super) fn committed(&mut self, checkpointed: bool) {
+    /// A commit started: the next is due an interval from now.
+    pub(super) fn committed(&mut self) {
         self.last_commit = Instant::now();
-        if checkpointed {
-            self.last_checkpoint = self.last_commit;
-        }
         self.processed_since_commit = 0;
+    }
+
+    /// A commit was settled, and checkpointed if `checkpointed`.
+    pub(super) fn checkpointed(&mut self, checkpointed: bool) {
+        if checkpointed {
+            self.last_checkpoint = Instant::now();
+        }
     }
 }
 
@@ -102,7 +106,8 @@ mod tests {
 
         tokio::time::advance(commit_interval).await;
         assert!(schedule.commit_due(commit_interval));
-        schedule.committed(false);
+        schedule.committed();
+        schedule.checkpointed(false);
         assert!(!schedule.commit_due(commit_interval));
         schedule.processed(1);
         assert_eq!(schedule.checkpoint_due(1, max, interval), None);
@@ -112,7 +117,8 @@ mod tests {
             schedule.checkpoint_due(1, max, interval),
             Some(Checkpoint::IfLanded)
         );
-        schedule.committed(true);
+        schedule.committed();
+        schedule.checkpointed(true);
         schedule.processed(1);
         assert_eq!(schedule.checkpoint_due(1, max, interval), None);
     }

@@ -2,8 +2,8 @@
 //! records, what they write is sent, and they commit — input offsets and output in one
 //! transaction under exactly-once, offsets after acknowledged output at-least-once. The
 //! manager's state is split by concern, each part with its own methods: the producer and its
-//! transaction (`output`), the input partitions (`inputs`), the commit and checkpoint times
-//! (`schedule`), the state held for the assignor (`held`) and probing rebalances
+//! transaction (`output`), commits (`commit`), the input partitions (`inputs`), the commit
+//! and checkpoint times (`schedule`), the state held for the assignor (`held`) and probing rebalances
 //! (`assignment`). Tasks being restored and standbys are the [`StateUpdater`]'s, between
 //! polls. How assignments, revocations and failed commits change the tasks is in
 //! `assignment`.
@@ -14,10 +14,11 @@ use std::time::Duration;
 
 use eddy_core::log::TopicPartition;
 use eddy_core::streams::internals::StreamTask;
-use eddy_core::streams::store::{CacheBudget, Checkpoint};
+use eddy_core::streams::store::CacheBudget;
 use eddy_core::streams::{TaskId, Topology};
 
 use super::assignment::Probing;
+use super::commit::{CommitWaits, Sealed, HELD_BACK_MAX_BYTES};
 use super::errors::{Decision, ErrorHandlers};
 use super::held::HeldState;
 use super::idling::Idling;
@@ -56,6 +57,10 @@ pub(super) struct TaskManager {
     pub(super) inputs: Inputs,
     /// When the next commit and checkpoint are due.
     pub(super) schedule: CommitSchedule,
+    /// The commit whose transaction is in flight, exactly-once.
+    pub(super) sealed: Option<Sealed>,
+    /// How long the thread waited for commits in flight.
+    pub(super) commit_waits: CommitWaits,
     /// The state this thread holds beyond its running tasks, reported for stickiness.
     pub(super) held: HeldState,
     /// When this thread last looked for state to clean (`state.cleanup.delay.ms`).
@@ -118,16 +123,35 @@ impl TaskManager {
 
     /// Runs the queued records through their tasks — a task reading several partitions
     /// only while the next record by timestamp is known, see [`Idling`] — and sends what each
-    /// task wrote once it has run.
-    pub(super) async fn process(&mut self, consumer: &Consumer) -> Result<(), ThreadError> {
+    /// task wrote once it has run. While the last interval's transaction commits, what the
+    /// tasks write waits in their buffers, up to [`HELD_BACK_MAX_BYTES`]; past that the
+    /// thread waits for the commit.
+    pub(super) async fn process(&mut self, consumer: &mut Consumer) -> Result<(), ThreadError> {
+        if self.output.commit_done() {
+            self.settle(consumer).await?;
+        }
         let now = crate::time::now_ms();
         let started = Instant::now();
         let mut processed = 0;
         let mut dead_letters = Vec::new();
-        let lag = |tp: &TopicPartition| consumer.lag(tp);
-        for (id, task) in &mut self.tasks {
+        let mut held_back: usize = match self.output.is_committing() {
+            true => self.tasks.values().map(StreamTask::written_bytes).sum(),
+            false => 0,
+        };
+        let ids: Vec<TaskId> = self.tasks.keys().copied().collect();
+        for id in ids {
+            if held_back > HELD_BACK_MAX_BYTES {
+                self.settle(consumer).await?;
+                held_back = 0;
+            }
+            let lag = |tp: &TopicPartition| consumer.lag(tp);
+            let Some(task) = self.tasks.get_mut(&id) else {
+                continue;
+            };
+            let committing = self.output.is_committing();
+            let before = if committing { task.written_bytes() } else { 0 };
             let span = tracing::trace_span!("task", task = %id).entered();
-            let failed = |source| ThreadError::Task { task: *id, source };
+            let failed = |source| ThreadError::Task { task: id, source };
             task.set_wall_clock(now).map_err(failed)?;
             let mut verdicts = Vec::new();
             loop {
@@ -139,11 +163,11 @@ impl TaskManager {
                     Ok(false) => break,
                     Err(e) => {
                         let record = task.take_failed_record();
-                        match self.errors.on_record_error(*id, &e, record) {
+                        match self.errors.on_record_error(id, &e, record) {
                             Decision::Fail(None) => return Err(failed(e)),
                             Decision::Fail(Some(record)) => {
                                 return Err(ThreadError::Record {
-                                    task: *id,
+                                    task: id,
                                     topic: record.topic.to_string(),
                                     partition: record.partition,
                                     offset: record.offset,
@@ -159,14 +183,22 @@ impl TaskManager {
             }
             task.check_stores().map_err(failed)?;
             drop(span);
-            // What the task wrote goes to the producer before the next task runs, so that
-            // the records written wait in one task's buffers at a time, not every task's.
-            self.output.send_written(task, &mut self.errors).await?;
+            if committing {
+                held_back += task.written_bytes().saturating_sub(before);
+            } else {
+                // What the task wrote goes to the producer before the next task runs, so
+                // that the records written wait in one task's buffers at a time, not every
+                // task's.
+                self.output.send_written(task, &mut self.errors).await?;
+            }
         }
         self.schedule.processed(processed);
         self.metrics.processed(processed, started.elapsed());
         for (kind, n) in std::mem::take(&mut self.errors.dropped) {
             self.metrics.dropped(kind, n);
+        }
+        if !dead_letters.is_empty() {
+            self.settle(consumer).await?;
         }
         for letter in dead_letters {
             self.output.send(letter).await?;
@@ -189,133 +221,5 @@ impl TaskManager {
             self.metrics.restoring(restored, remaining);
         }
         Ok(())
-    }
-
-    /// Sends the tasks' output and changelog records, and forgets them.
-    async fn send_written(&mut self) -> Result<(), ThreadError> {
-        for task in self.tasks.values_mut() {
-            self.output.send_written(task, &mut self.errors).await?;
-        }
-        Ok(())
-    }
-
-    /// Waits for every send, then commits the input offsets processed (in the transaction,
-    /// exactly-once) and records in each store the changelog offset it reached (applying its
-    /// write buffer, exactly-once).
-    pub(super) async fn commit(&mut self, consumer: &mut Consumer) -> Result<(), ThreadError> {
-        let started = Instant::now();
-        for task in self.tasks.values_mut() {
-            let id = task.id();
-            task.flush_stores()
-                .map_err(|source| ThreadError::Task { task: id, source })?;
-        }
-        self.send_written().await?;
-        let offsets = self.committable(consumer).await;
-        if self.output.exactly_once() {
-            let group = consumer.group_metadata();
-            if let Err(e) = self.output.commit_transaction(&offsets, group).await {
-                self.abort().await;
-                return Err(e);
-            }
-        } else {
-            self.output.await_deliveries().await?;
-            if !offsets.is_empty() {
-                consumer.commit(&offsets).await?;
-            }
-        }
-        let checkpoint = self.checkpoint_due();
-        for (id, task) in &mut self.tasks {
-            let partition = task.id().partition;
-            let reached = self.output.changelog_reached();
-            task.commit_stores(|topic| {
-                reached.get(&TopicPartition::new(topic, partition)).copied()
-            });
-            if let Some(when) = checkpoint {
-                task.checkpoint_stores(when);
-            }
-            let end: i64 = task
-                .logged_stores()
-                .filter_map(|(_, store)| store.changelog_offset())
-                .sum();
-            self.held.saw_end(*id, end);
-        }
-        self.updater.commit(checkpoint.is_some()).await?;
-        self.report_owned().await;
-        self.schedule.committed(checkpoint.is_some());
-        self.metrics.committed(started.elapsed());
-        self.report_figures(consumer);
-        Ok(())
-    }
-
-    /// Whether this commit applies the write buffers to sled (see [`CommitSchedule`]; a
-    /// second is the interval while interactive queries come, as they read sled).
-    fn checkpoint_due(&mut self) -> Option<Checkpoint> {
-        let held: usize = self.tasks.values_mut().map(|t| t.held_bytes()).sum();
-        let interval = self
-            .hosted
-            .checkpoint_interval(self.config.state_checkpoint_interval);
-        self.schedule
-            .checkpoint_due(held, self.checkpoint_max_bytes, interval)
-    }
-
-    /// Reports the input partitions' lag and the records the tasks dropped as late.
-    fn report_figures(&mut self, consumer: &Consumer) {
-        let lags = self
-            .inputs
-            .readers()
-            .filter(|(_, id)| self.tasks.contains_key(id))
-            .filter_map(|(tp, _)| Some((tp.clone(), consumer.lag(tp)?)))
-            .collect();
-        self.metrics.lags(lags);
-        let mut late = 0;
-        for (id, task) in &self.tasks {
-            let total: u64 = task.dropped_records().iter().map(|(_, n)| n).sum();
-            let seen = self.late_seen.insert(*id, total).unwrap_or(0);
-            late += total.saturating_sub(seen);
-        }
-        self.late_seen.retain(|id, _| self.tasks.contains_key(id));
-        self.metrics.dropped("late", late);
-    }
-
-    /// Exactly-once: throws the open transaction away, with the stores' write buffers.
-    pub(super) async fn abort(&mut self) {
-        for task in self.tasks.values_mut() {
-            task.abort_stores();
-        }
-        self.output.abort().await;
-    }
-
-    /// The offset to commit for each input partition: the first record its task still has
-    /// queued (a task waiting for another input leaves records unprocessed), or else the
-    /// consumer's position, as Kafka Streams commits it (every record polled is processed,
-    /// and the position is past the transaction markers that follow the last one, so a
-    /// caught-up application shows no lag), or after the last record polled where the
-    /// position is not known.
-    async fn committable(&mut self, consumer: &mut Consumer) -> BTreeMap<TopicPartition, i64> {
-        let mut offsets = BTreeMap::new();
-        let mut inputs = Vec::new();
-        for (tp, id) in self.inputs.readers() {
-            let Some(task) = self.tasks.get(&id) else {
-                continue;
-            };
-            match task.next_queued_offset(&tp.topic) {
-                Some(waiting) => {
-                    offsets.insert(tp.clone(), waiting);
-                }
-                None => inputs.push(tp.clone()),
-            }
-        }
-        for tp in inputs {
-            let processed = self.inputs.processed_to(&tp);
-            let position = match processed {
-                // Nothing read from it yet: its committed offset stands.
-                None => None,
-                Some(_) => consumer.position(&tp).await.ok(),
-            };
-            if let Some(offset) = processed.max(position) {
-                offsets.insert(tp, offset);
-            }
-        }
-        offsets
     }
 }

@@ -426,6 +426,10 @@ impl StoreLayer for RecordCache {
         self.below.commit(changelog_offset)
     }
 
+    fn seal(&mut self) {
+        self.below.seal()
+    }
+
     fn checkpoint(&mut self, when: Checkpoint) {
         self.below.checkpoint(when)
     }

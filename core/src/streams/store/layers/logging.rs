@@ -123,6 +123,10 @@ impl StoreLayer for ChangeLogging {
         self.below.commit(changelog_offset)
     }
 
+    fn seal(&mut self) {
+        self.below.seal()
+    }
+
     fn checkpoint(&mut self, when: Checkpoint) {
         self.below.checkpoint(when)
     }

@@ -106,6 +106,13 @@ pub trait StoreLayer: Send {
     /// once).
     fn commit(&mut self, changelog_offset: Option<i64>);
 
+    /// The writes so far belong to a transaction whose commit is in flight: writes from now
+    /// on are of the next interval, held apart from them. The next [`commit`](Self::commit)
+    /// commits the sealed writes only, and no [`checkpoint`](Self::checkpoint) applies them
+    /// before it; an [`abort`](Self::abort) before it abandons both intervals. Nothing for a
+    /// store without a write buffer.
+    fn seal(&mut self) {}
+
     /// Applies the committed writes a write buffer holds to the inner store, in one batch
     /// with the changelog offset they reach. One batch lands at a time: `when` says whether
     /// the checkpoint waits for the last one or, while it is still landing, leaves its writes

@@ -9,6 +9,11 @@
 //! and the store reads as the last commit left it. The inner store only ever holds committed
 //! state, with the offset it reaches, so a crash at any point needs no wipe of local state:
 //! restoration replays the changelog after that offset.
+//!
+//! An interval can be sealed while its transaction commits ([`StoreLayer::seal`]): the next
+//! interval's writes go on above it, and a checkpoint waits until the sealed interval is
+//! committed. A key written in both keeps the sealed value as the one an abort of the next
+//! interval brings back; should the sealed interval's commit fail, both are abandoned.
 
 use std::ops::Bound;
 
@@ -112,6 +117,11 @@ pub struct WriteBuffer {
     applying: Option<Applying>,
     /// Why a checkpoint's batch could not be applied.
     failed: Option<String>,
+    /// The interval whose transaction commits while the next one is open.
+    sealed: Option<u64>,
+    /// Whether a key of the sealed interval was written again in the open one: its value
+    /// before the sealed interval is gone, so abandoning both intervals cannot bring it back.
+    spanned: bool,
 }
 
 impl WriteBuffer {
@@ -127,6 +137,8 @@ impl WriteBuffer {
             read: Vec::new(),
             applying: None,
             failed: None,
+            sealed: None,
+            spanned: false,
         }
     }
 
@@ -188,6 +200,8 @@ impl WriteBuffer {
     /// key.
     fn merge_run(&mut self, run: &[(&[u8], Option<&[u8]>)]) {
         let open = self.open;
+        let sealed = self.sealed;
+        let mut spanned = false;
         let mut bytes = self.bytes;
         let mut fresh: Vec<(Box<[u8]>, Held)> = Vec::new();
         let add = |fresh: &mut Vec<(Box<[u8]>, Held)>, key: &[u8], value: Option<&[u8]>| {
@@ -209,6 +223,7 @@ impl WriteBuffer {
                 None => break,
                 Some((k, value)) if *k == &key[..] => {
                     bytes -= held.bytes(key);
+                    spanned |= sealed == Some(held.interval);
                     held.write(value.unwrap_or_default(), value.is_some(), open);
                     bytes += held.bytes(key);
                     run.next();
@@ -220,6 +235,7 @@ impl WriteBuffer {
             bytes += add(&mut fresh, key, value);
         }
         self.bytes = bytes;
+        self.spanned |= spanned;
         if fresh.len().saturating_mul(MERGE_RATIO) < self.held.len() {
             self.held.extend(fresh);
         } else {
@@ -239,6 +255,7 @@ impl WriteBuffer {
                 if interval == COMMITTED {
                     held.restore(value, open);
                 } else {
+                    self.spanned |= self.sealed == Some(held.interval);
                     held.write(value.unwrap_or_default(), value.is_some(), open);
                 }
                 self.bytes += held.bytes(key);
@@ -305,6 +322,7 @@ impl StoreLayer for WriteBuffer {
         new.clear();
         if let Some(held) = self.held.get_mut(key) {
             let present = update(held.value.as_deref(), &mut new);
+            self.spanned |= self.sealed == Some(held.interval);
             self.bytes -= held.bytes(key);
             held.write(&new, present, self.open);
             self.bytes += held.bytes(key);
@@ -343,7 +361,11 @@ impl StoreLayer for WriteBuffer {
     fn flush(&mut self) {}
 
     fn commit(&mut self, changelog_offset: Option<i64>) {
-        self.open += 1;
+        // A sealed interval was closed when it was sealed: the open one stays open.
+        if self.sealed.take().is_none() {
+            self.open += 1;
+        }
+        self.spanned = false;
         if changelog_offset.is_some() {
             self.committed_offset = changelog_offset;
         }
@@ -356,7 +378,19 @@ impl StoreLayer for WriteBuffer {
         }
     }
 
+    fn seal(&mut self) {
+        if self.sealed.is_none() {
+            self.sealed = Some(self.open);
+            self.open += 1;
+        }
+    }
+
     fn checkpoint(&mut self, when: Checkpoint) {
+        if self.sealed.is_some() {
+            // The sealed writes are not committed yet, and the open interval's writes over
+            // them keep them as the values an abort brings back.
+            return;
+        }
         // One batch at a time reaches the inner store, in order.
         match when {
             Checkpoint::Wait => self.settle_applying(),
@@ -411,13 +445,22 @@ impl StoreLayer for WriteBuffer {
 
     fn abort(&mut self) {
         let open = self.open;
+        // Abandoned from this interval on: the sealed one's too, if its commit is in flight.
+        let first = self.sealed.take().unwrap_or(open);
+        if std::mem::take(&mut self.spanned) {
+            self.failed.get_or_insert_with(|| {
+                "writes were abandoned with a commit in flight that they had overwritten: \
+                 the store must be reopened"
+                    .to_string()
+            });
+        }
         let mut bytes = 0;
         self.held.retain(|key, held| {
-            if held.interval == open {
+            if held.interval >= first {
                 match held.replaced.take() {
                     Some(committed) => {
                         held.value = committed;
-                        held.interval = open - 1;
+                        held.interval = first - 1;
                     }
                     None => return false,
                 }
