@@ -25,6 +25,7 @@ mod slow_disk;
 mod streams_app;
 mod streams_catalog;
 mod streams_errors;
+mod streams_latency;
 mod streams_patterns;
 mod streams_properties;
 mod streams_queries;

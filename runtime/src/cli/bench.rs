@@ -1,4 +1,4 @@
-//! `eddy bench produce | consume | transactions | streams`: load against a broker, with
+//! `eddy bench produce | consume | transactions | streams | latency`: load against a broker, with
 //! rounds that alternate what is compared (so a shared machine's slow spells fall on both)
 //! and one JSON line of figures per run and per comparison.
 
@@ -10,6 +10,7 @@ use eddy_core::wire::compression::Compression;
 use serde_json::json;
 
 use crate::app::{ProcessingGuarantee, Progress};
+use crate::internals::bench::latency::{self, LatencyLoad};
 use crate::internals::bench::streams::{self, StreamsLoad, StreamsWorkload};
 use crate::internals::bench::{self, Throughput};
 
@@ -38,6 +39,39 @@ pub(super) enum BenchCommand {
     /// every record processed and committed; at-least-once and exactly-once runs alternate
     /// `--rounds` times and the ratio of their medians is printed.
     Streams(StreamsBenchArgs),
+    /// Write records at a steady rate to a running streams application's input, each value
+    /// the time it was sent (microseconds, an 8-byte long), and time each until its echo is
+    /// readable (read_committed) on the application's output: the exactly-once soak
+    /// application's `data` and `echo`, whichever library runs it. Prints p50, p99, p99.9.
+    Latency(LatencyBenchArgs),
+}
+
+#[derive(clap::Args)]
+pub(super) struct LatencyBenchArgs {
+    /// The broker, as host:port.
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    pub(super) bootstrap: String,
+    /// The application's input topic.
+    #[arg(long, default_value = "data")]
+    pub(super) input: String,
+    /// Its output topic that carries each input value unchanged.
+    #[arg(long, default_value = "echo")]
+    pub(super) output: String,
+    /// Records per second.
+    #[arg(long, default_value_t = 10_000)]
+    pub(super) rate: u64,
+    /// Seconds measured.
+    #[arg(long, default_value_t = 20)]
+    pub(super) seconds: u64,
+    /// Seconds written first and not measured.
+    #[arg(long, default_value_t = 3)]
+    pub(super) warmup_seconds: u64,
+    /// Distinct keys, written in turn.
+    #[arg(long, default_value_t = 1_000)]
+    pub(super) keys: u64,
+    /// A label for the output line.
+    #[arg(long, default_value = "eddy")]
+    pub(super) label: String,
 }
 
 #[derive(clap::Args)]
@@ -221,6 +255,34 @@ pub(super) async fn run(command: BenchCommand) -> std::io::Result<()> {
             println!("{figures}");
         }
         BenchCommand::Streams(args) => run_streams(args).await?,
+        BenchCommand::Latency(args) => {
+            let load = LatencyLoad {
+                input: args.input,
+                output: args.output,
+                rate: args.rate,
+                duration: Duration::from_secs(args.seconds),
+                warmup: Duration::from_secs(args.warmup_seconds),
+                keys: args.keys,
+                drain: Duration::from_secs(5),
+            };
+            let figures = latency::run(&args.bootstrap, &load)
+                .await
+                .map_err(std::io::Error::other)?;
+            let ms = |d: Duration| rounded(d.as_secs_f64() * 1e3, 2);
+            let line = json!({
+                "test": "streams-latency",
+                "label": args.label,
+                "rate": args.rate,
+                "rate_reached": whole(figures.rate),
+                "sent": figures.sent,
+                "received": figures.received,
+                "p50_ms": ms(figures.p50),
+                "p99_ms": ms(figures.p99),
+                "p999_ms": ms(figures.p999),
+                "max_ms": ms(figures.max),
+            });
+            println!("{line}");
+        }
     }
     Ok(())
 }

@@ -7,9 +7,10 @@
 //! batch (records, CRC-32C) as a client does, and a consumer that keeps one fetch in flight
 //! and counts records from batch headers — the least a client can do, to measure brokers.
 //! The transactional producer is in `transactions`; a streams application's throughput in
-//! `streams`.
+//! `streams`, its end-to-end latency in `latency`.
 
 pub mod client;
+pub mod latency;
 pub mod memory;
 pub mod streams;
 mod transactions;
