@@ -175,3 +175,63 @@ async fn wall_clock_punctuations_of_a_running_application_follow_tokios_clock() 
     producer.close().await.unwrap();
     broker.shutdown().await.unwrap();
 }
+
+/// A read_committed consumer of a partition with an open transaction (nothing stable to
+/// fetch) and of a busy one: the busy partition's records come within a few milliseconds of
+/// tokio's clock, not after a long poll (`fetch.max.wait.ms`, 500 ms) on the other. (A fetch
+/// of the idle partition alone, sent while the busy one's answer was still being polled —
+/// two records, one a poll — held the busy one back until that fetch expired.)
+#[tokio::test(start_paused = true)]
+async fn a_partition_with_nothing_stable_does_not_hold_back_a_busy_one() {
+    use eddy::client::IsolationLevel;
+    use eddy::log::TopicPartition;
+    let broker = broker_with_topic("busy", 1).await;
+    let admin = Admin::connect(&broker.bootstrap()).await.unwrap();
+    admin
+        .create_topics(&[NewTopic::new("held", 1)])
+        .await
+        .unwrap();
+    let open =
+        Producer::new(ProducerConfig::new(&broker.bootstrap()).transactional_id("open")).unwrap();
+    open.init_transactions().await.unwrap();
+    open.begin_transaction().unwrap();
+    open.send(ProducerRecord::new("held", "pending"))
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let mut consumer = Consumer::new(
+        ConsumerConfig::new(&broker.bootstrap())
+            .auto_offset_reset(OffsetReset::Earliest)
+            .isolation_level(IsolationLevel::ReadCommitted)
+            .max_poll_records(1),
+    )
+    .unwrap();
+    consumer
+        .assign(&[
+            TopicPartition::new("busy", 0),
+            TopicPartition::new("held", 0),
+        ])
+        .unwrap();
+    let producer = Producer::new(ProducerConfig::new(&broker.bootstrap())).unwrap();
+    const ROUNDS: u32 = 20;
+    let started = Instant::now();
+    for round in 0..ROUNDS {
+        let sent = [0, 1].map(|i| ProducerRecord::new("busy", format!("{round}.{i}")));
+        let [first, second] = sent.map(|r| producer.send(r));
+        let (first, second) = (first.await.unwrap(), second.await.unwrap());
+        first.await.unwrap();
+        second.await.unwrap();
+        let mut got = 0;
+        while got < 2 {
+            got += consumer.poll(Duration::from_secs(5)).await.unwrap().len();
+        }
+    }
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(100) * ROUNDS,
+        "{ROUNDS} rounds of two records in {took:?}"
+    );
+    open.abort_transaction().await.unwrap();
+    broker.shutdown().await.unwrap();
+}

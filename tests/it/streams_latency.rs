@@ -37,6 +37,7 @@ async fn every_record_written_is_timed_to_its_echo() {
         warmup: Duration::from_secs(1),
         keys: 10,
         drain: Duration::from_secs(3),
+        read_uncommitted: false,
     };
     let figures = run(broker.bootstrap(), &load).await.unwrap();
     assert!(figures.sent > 0, "{figures:?}");

@@ -72,6 +72,10 @@ pub(super) struct LatencyBenchArgs {
     /// A label for the output line.
     #[arg(long, default_value = "eddy")]
     pub(super) label: String,
+    /// Read the output uncommitted (read_committed by default): the latency without what the
+    /// application's transactions add.
+    #[arg(long)]
+    pub(super) read_uncommitted: bool,
 }
 
 #[derive(clap::Args)]
@@ -264,6 +268,7 @@ pub(super) async fn run(command: BenchCommand) -> std::io::Result<()> {
                 warmup: Duration::from_secs(args.warmup_seconds),
                 keys: args.keys,
                 drain: Duration::from_secs(5),
+                read_uncommitted: args.read_uncommitted,
             };
             let figures = latency::run(&args.bootstrap, &load)
                 .await
@@ -272,6 +277,7 @@ pub(super) async fn run(command: BenchCommand) -> std::io::Result<()> {
             let line = json!({
                 "test": "streams-latency",
                 "label": args.label,
+                "read_uncommitted": args.read_uncommitted,
                 "rate": args.rate,
                 "rate_reached": whole(figures.rate),
                 "sent": figures.sent,

@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use eddy_core::log::{Record, TopicPartition};
@@ -32,6 +33,11 @@ use kafka_protocol::error::ResponseError::{self, OffsetOutOfRange};
 const MAX_DECOMPRESSED: usize = 64 << 20;
 /// Answers of one partition buffered at most before it is fetched again.
 const MAX_BUFFERED_PER_PARTITION: usize = 1;
+/// The longest a fetch waits for records while a partition led by the same broker is held
+/// back by its buffer: that partition is fetched again only once this fetch is answered, so a
+/// long poll on partitions with nothing new (a repartition topic read committed between two
+/// commits, say) would hold back a busy one for `fetch.max.wait.ms`.
+const WAIT_BESIDE_HELD_BACK: Duration = Duration::from_millis(5);
 
 /// One assigned partition.
 #[derive(Debug, Default)]
@@ -416,14 +422,13 @@ impl Fetcher {
         let mut by_leader: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
         // Leaders with a partition held back only by its buffer, and records behind it.
         let mut waiting_on_buffer: HashSet<i32> = HashSet::new();
+        // Leaders with a partition held back by its buffer, caught up or not.
+        let mut held_back_on: HashSet<i32> = HashSet::new();
         for (tp, state) in &self.partitions {
             if state.position.is_none() || state.paused || state.fetching {
                 continue;
             }
             let held_back = state.buffered >= MAX_BUFFERED_PER_PARTITION;
-            if held_back && state.is_caught_up() {
-                continue;
-            }
             let leader = match self.cluster.topic(&tp.topic) {
                 Some(Ok(meta)) => meta
                     .leaders
@@ -437,7 +442,10 @@ impl Fetcher {
                 continue;
             }
             if held_back {
-                waiting_on_buffer.insert(leader);
+                held_back_on.insert(leader);
+                if !state.is_caught_up() {
+                    waiting_on_buffer.insert(leader);
+                }
             } else if !self.nodes_fetching.contains(&leader) {
                 by_leader.entry(leader).or_default().push(tp.clone());
             }
@@ -462,7 +470,11 @@ impl Fetcher {
                     (tp.clone(), s.fetch_offset, s.epoch)
                 })
                 .collect();
-            let request = self.fetch_request(&requested);
+            let wait = match held_back_on.contains(&node) {
+                true => self.config.fetch_max_wait.min(WAIT_BESIDE_HELD_BACK),
+                false => self.config.fetch_max_wait,
+            };
+            let request = self.fetch_request(&requested, wait);
             for tp in &partitions {
                 if let Some(s) = self.partitions.get_mut(tp) {
                     s.fetching = true;
@@ -499,7 +511,11 @@ impl Fetcher {
         name
     }
 
-    fn fetch_request(&self, requested: &[(TopicPartition, i64, u64)]) -> FetchRequest {
+    fn fetch_request(
+        &self,
+        requested: &[(TopicPartition, i64, u64)],
+        max_wait: Duration,
+    ) -> FetchRequest {
         let mut topics: Vec<FetchTopic> = Vec::new();
         for (tp, offset, _) in requested {
             let partition = FetchPartition::default()
@@ -520,7 +536,7 @@ impl Fetcher {
         }
         FetchRequest::default()
             .with_replica_id((-1).into())
-            .with_max_wait_ms(self.config.fetch_max_wait.as_millis() as i32)
+            .with_max_wait_ms(i32::try_from(max_wait.as_millis()).unwrap_or(i32::MAX))
             .with_min_bytes(self.config.fetch_min_bytes)
             .with_max_bytes(self.config.fetch_max_bytes)
             .with_isolation_level(match self.config.isolation_level {

@@ -33,6 +33,8 @@ pub struct LatencyLoad {
     pub keys: u64,
     /// How long to wait, after the last send, for the last echoes.
     pub drain: Duration,
+    /// Read the output uncommitted: what the application's transactions add is left out.
+    pub read_uncommitted: bool,
 }
 
 /// What a latency run measured.
@@ -68,7 +70,10 @@ pub async fn run(bootstrap: &str, load: &LatencyLoad) -> Result<Latencies, Clien
     let mut consumer = Consumer::new(
         ConsumerConfig::new(bootstrap)
             .auto_offset_reset(OffsetReset::Latest)
-            .isolation_level(IsolationLevel::ReadCommitted),
+            .isolation_level(match load.read_uncommitted {
+                true => IsolationLevel::ReadUncommitted,
+                false => IsolationLevel::ReadCommitted,
+            }),
     )?;
     let partitions = consumer.partition_count(&load.output).await?;
     let all: Vec<TopicPartition> = (0..partitions)
