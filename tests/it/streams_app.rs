@@ -260,14 +260,11 @@ async fn the_streams_benchmark_processes_every_record_of_each_workload() {
             figures.commits > 0 && figures.records_per_sec() > 0.0,
             "{workload:?}"
         );
-        // The thread's time went to processing and to commits (whose waits, exactly-once,
-        // may all be hidden behind processing), and no more of it was measured than passed
-        // (one thread).
+        // The thread's time was measured, and no more of it than passed (one thread). (What
+        // went to commits may fall outside the measured run: a run this small can be
+        // processed and its commit started before the run's clock starts.)
         let time = figures.thread_time;
-        assert!(
-            time.processing > Duration::ZERO && time.flushing > Duration::ZERO,
-            "{workload:?}: {time:?}"
-        );
+        assert!(time.processing > Duration::ZERO, "{workload:?}: {time:?}");
         assert!(
             time.total() <= figures.elapsed + Duration::from_millis(500),
             "{workload:?}: {time:?} in {:?}",
