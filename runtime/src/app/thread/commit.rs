@@ -111,15 +111,11 @@ impl TaskManager {
             return Err(e);
         }
         let checkpoint = self.checkpoint_due();
+        self.commit_sealed(&sealed);
         for id in &sealed.tasks {
             let Some(task) = self.tasks.get_mut(id) else {
                 continue;
             };
-            let partition = id.partition;
-            let reached = self.output.changelog_reached();
-            task.commit_stores(|topic| {
-                reached.get(&TopicPartition::new(topic, partition)).copied()
-            });
             if let Some(when) = checkpoint {
                 task.checkpoint_stores(when);
             }
@@ -135,6 +131,20 @@ impl TaskManager {
         self.metrics.committed(sealed.started.elapsed());
         self.report_figures(consumer);
         self.send_written().await
+    }
+
+    /// The sealed writes of `sealed`'s tasks are committed, each store's changelog reaching
+    /// where the commit's sends did.
+    fn commit_sealed(&mut self, sealed: &Sealed) {
+        let reached = self.output.changelog_reached();
+        for id in &sealed.tasks {
+            if let Some(task) = self.tasks.get_mut(id) {
+                let partition = id.partition;
+                task.commit_stores(|topic| {
+                    reached.get(&TopicPartition::new(topic, partition)).copied()
+                });
+            }
+        }
     }
 
     /// Sends the tasks' output and changelog records, and forgets them.
@@ -183,15 +193,7 @@ impl TaskManager {
     pub(super) async fn abort(&mut self) {
         if let Some(sealed) = self.sealed.take() {
             if self.output.finish_commit().await.is_ok() {
-                let reached = self.output.changelog_reached();
-                for id in &sealed.tasks {
-                    if let Some(task) = self.tasks.get_mut(id) {
-                        let partition = id.partition;
-                        task.commit_stores(|topic| {
-                            reached.get(&TopicPartition::new(topic, partition)).copied()
-                        });
-                    }
-                }
+                self.commit_sealed(&sealed);
             }
         }
         for task in self.tasks.values_mut() {

@@ -3,8 +3,8 @@
 //! transaction under exactly-once, offsets after acknowledged output at-least-once. The
 //! manager's state is split by concern, each part with its own methods: the producer and its
 //! transaction (`output`), commits (`commit`), the input partitions (`inputs`), the commit
-//! and checkpoint times (`schedule`), the state held for the assignor (`held`) and probing rebalances
-//! (`assignment`). Tasks being restored and standbys are the [`StateUpdater`]'s, between
+//! and checkpoint times (`schedule`), the state held for the assignor (`held`) and probing
+//! rebalances (`assignment`). Tasks being restored and standbys are the [`StateUpdater`]'s, between
 //! polls. How assignments, revocations and failed commits change the tasks is in
 //! `assignment`.
 
