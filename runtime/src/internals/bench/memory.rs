@@ -46,7 +46,10 @@ mod tests {
         let after = figure_kib(&status, "VmHWM:").expect("a peak") * 1024;
         let resident = figure_kib(&status, "VmRSS:").expect("a resident set") * 1024;
         assert!(after >= before + (60 << 20), "{before} then {after}");
-        assert!(resident <= after, "resident {resident} above the peak {after}");
+        assert!(
+            resident <= after,
+            "resident {resident} above the peak {after}"
+        );
         drop(std::hint::black_box(touched));
     }
 }

@@ -6,11 +6,11 @@
 //! When its writer forwards at flush (Kafka's cache flush listener), the cache keeps what it
 //! sends down, with the value it replaced, in a [`Flushed`] for the writer to forward.
 
-use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use super::cache_budget::CacheBudget;
 use super::overlay::{merged_len, merged_scan, Overlay};
+use super::use_order::{Place, UseOrder};
 use super::{Checkpoint, StoreLayer};
 use crate::streams::store::changelog::ChangelogBatch;
 use crate::streams::store::inner::Visit;
@@ -24,8 +24,10 @@ struct CacheEntry {
     value: Option<Box<[u8]>>,
     /// Written since it last went down.
     dirty: bool,
-    /// When it was last written: its place in [`RecordCache::by_use`].
+    /// When it was last written: the order a flush forwards in.
     used: u64,
+    /// Its place in [`RecordCache::by_use`].
+    place: Place,
 }
 
 impl CacheEntry {
@@ -135,7 +137,7 @@ pub struct RecordCache {
     below: Box<dyn StoreLayer>,
     entries: Overlay<CacheEntry>,
     /// The cached keys by last write, oldest first.
-    by_use: BTreeMap<u64, Box<[u8]>>,
+    by_use: UseOrder,
     clock: u64,
     /// The clock at the last flush: no entry is dirty while it has not moved.
     flushed_at: u64,
@@ -163,7 +165,7 @@ impl RecordCache {
         Self {
             below,
             entries: Overlay::new(),
-            by_use: BTreeMap::new(),
+            by_use: UseOrder::default(),
             clock: 0,
             flushed_at: 0,
             held: Held { bytes: 0, budget },
@@ -189,16 +191,16 @@ impl RecordCache {
         self.clock += 1;
         let used = self.clock;
         match self.entries.get_mut(key) {
-            Some(entry) => rewrite(entry, value, used, &mut self.by_use, &mut self.held),
+            Some(entry) => rewrite(entry, key, value, used, &mut self.by_use, &mut self.held),
             None => {
                 let entry = CacheEntry {
                     value: value.map(Box::from),
                     dirty: true,
                     used,
+                    place: self.by_use.push_newest(key.into()),
                 };
                 self.held.add(entry.size(key));
                 self.entries.insert(key.into(), entry);
-                self.by_use.insert(used, key.into());
             }
         }
         self.evict();
@@ -207,7 +209,7 @@ impl RecordCache {
     /// Sends the oldest entries down while the caches of the budget hold more than it.
     fn evict(&mut self) {
         while self.held.budget.exceeded() {
-            let Some((_, key)) = self.by_use.pop_first() else {
+            let Some(key) = self.by_use.pop_oldest() else {
                 break;
             };
             let entry = self.entries.remove(&key).expect("a key in use is cached");
@@ -238,7 +240,8 @@ impl RecordCache {
             if present || had {
                 self.clock += 1;
                 let value = present.then_some(&new[..]);
-                rewrite(entry, value, self.clock, &mut self.by_use, &mut self.held);
+                let (by_use, held) = (&mut self.by_use, &mut self.held);
+                rewrite(entry, key, value, self.clock, by_use, held);
                 self.evict();
             }
             return;
@@ -255,7 +258,7 @@ impl RecordCache {
     fn forget(&mut self, key: &[u8]) -> Option<CacheEntry> {
         let entry = self.entries.remove(key)?;
         self.held.sub(entry.size(key));
-        self.by_use.remove(&entry.used);
+        self.by_use.remove(entry.place);
         Some(entry)
     }
 }
@@ -289,18 +292,17 @@ impl Drop for Held {
     }
 }
 
-/// Writes `value` to a cached entry, last used at `used` now.
+/// Writes `value` to the cached entry of `key`, last used at `used` now.
 fn rewrite(
     entry: &mut CacheEntry,
+    key: &[u8],
     value: Option<&[u8]>,
     used: u64,
-    by_use: &mut BTreeMap<u64, Box<[u8]>>,
+    by_use: &mut UseOrder,
     held: &mut Held,
 ) {
-    let key = by_use
-        .remove(&entry.used)
-        .expect("a cached key has a place in the order of use");
-    held.sub(entry.size(&key));
+    by_use.touch(entry.place);
+    held.sub(entry.size(key));
     match (&mut entry.value, value) {
         // A value of the same length (a count, a sum) is rewritten in place.
         (Some(old), Some(new)) if old.len() == new.len() => old.copy_from_slice(new),
@@ -308,8 +310,7 @@ fn rewrite(
     }
     entry.dirty = true;
     entry.used = used;
-    held.add(entry.size(&key));
-    by_use.insert(used, key);
+    held.add(entry.size(key));
 }
 
 impl StoreLayer for RecordCache {

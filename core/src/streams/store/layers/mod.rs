@@ -10,6 +10,7 @@ mod cache_budget;
 mod logging;
 mod overlay;
 mod restored;
+mod use_order;
 mod write_buffer;
 
 use std::ops::Bound;
