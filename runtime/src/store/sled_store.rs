@@ -13,11 +13,13 @@ use eddy_core::streams::store::{
 use super::applier::{Applier, Job};
 use super::supplier::TaskLease;
 
+mod bounds;
 mod page;
 mod paged;
 
+pub(crate) use bounds::SharedTree;
 use paged::sorted;
-pub(crate) use paged::{checkpoint_writes, PageSize, Pages, ScanLock, CHANGELOG_OFFSET};
+pub(crate) use paged::{checkpoint_writes, PageSize, Pages, CHANGELOG_OFFSET};
 
 /// An inner store in a sled tree.
 pub struct SledBytesStore {
@@ -45,14 +47,15 @@ impl SledBytesStore {
     /// The store in `tree`, reading back the changelog offset it reached (and rewriting into
     /// pages the entries of a store written before pages).
     pub fn new(tree: sled::Tree) -> Self {
-        Self::with_page_size(tree, PageSize::default(), ScanLock::default())
+        Self::with_page_size(tree, PageSize::default(), SharedTree::default())
     }
 
-    /// The store in `tree`, its pages of `size`; `scans` is shared by every store opened
-    /// over the tree, so that a batch applied through one waits for scans through the others.
-    pub(crate) fn with_page_size(tree: sled::Tree, size: PageSize, scans: ScanLock) -> Self {
+    /// The store in `tree`, its pages of `size`; `share` is shared by every store opened
+    /// over the tree, so that a batch applied through one waits for scans through the others
+    /// and the page bounds kept in memory serve them all.
+    pub(crate) fn with_page_size(tree: sled::Tree, size: PageSize, share: SharedTree) -> Self {
         let store = Self {
-            pages: Some(Pages::new(tree, size, scans)),
+            pages: Some(Pages::new(tree, size, share)),
             changelog_offset: None,
             failure: Arc::default(),
             applier: None,

@@ -15,7 +15,7 @@ use std::time::Duration;
 use eddy_core::streams::store::{BytesStore, StoreBuilder, StoreSupplier};
 
 use super::applier::Applier;
-use super::sled_store::{PageSize, ScanLock, SledBytesStore, CHANGELOG_OFFSET};
+use super::sled_store::{PageSize, SharedTree, SledBytesStore, CHANGELOG_OFFSET};
 use crate::time::Instant;
 
 /// The directory of the instance's database, under the application's state directory.
@@ -31,9 +31,9 @@ pub struct SledStores {
     page_cache: u64,
     /// The database, opened with the first store or the first look at the state on disk.
     database: Mutex<Option<sled::Db>>,
-    /// The scan lock of each tree, by task and store: a query reads a task's store through
-    /// a store of its own over the same tree.
-    scan_locks: Mutex<HashMap<(String, String), ScanLock>>,
+    /// What the stores over each tree share (its scan lock, its pages' bounds), by task and
+    /// store: a query reads a task's store through a store of its own over the same tree.
+    tree_shares: Mutex<HashMap<(String, String), SharedTree>>,
     /// The thread that applies the stores' checkpoints, started with the first store (none
     /// if it could not be: the stores then apply their checkpoints themselves).
     applier: OnceLock<Option<Applier>>,
@@ -99,7 +99,7 @@ impl SledStores {
             dir: dir.into(),
             page_cache: bytes,
             database: Mutex::new(None),
-            scan_locks: Mutex::new(HashMap::new()),
+            tree_shares: Mutex::new(HashMap::new()),
             applier: OnceLock::new(),
             uses: Arc::default(),
         }
@@ -180,13 +180,13 @@ impl SledStores {
             return Ok(due);
         }
         let names = db.tree_names();
-        let mut locks = self.scan_locks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut shares = self.tree_shares.lock().unwrap_or_else(|e| e.into_inner());
         for task in &due {
             let prefix = tree_name(task, "");
             for name in names.iter().filter(|n| n.starts_with(prefix.as_bytes())) {
                 db.drop_tree(name)?;
             }
-            locks.retain(|(t, _), _| t != task);
+            shares.retain(|(t, _), _| t != task);
             uses.released.remove(task);
             uses.cleaned.insert(task.clone());
             tracing::info!(
@@ -363,14 +363,14 @@ impl StoreSupplier for SledStores {
                 )))
             }
         };
-        let scans = self
-            .scan_locks
+        let share = self
+            .tree_shares
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .entry((task.to_string(), name.to_string()))
             .or_default()
             .clone();
-        let store = SledBytesStore::with_page_size(tree, PageSize::default(), scans).leased(lease);
+        let store = SledBytesStore::with_page_size(tree, PageSize::default(), share).leased(lease);
         Box::new(match self.applier() {
             Some(applier) => store.with_applier(applier.clone()),
             None => store,

@@ -6,16 +6,18 @@
 //! A batch of writes is applied page by page: each page it touches is read, merged with its
 //! writes, cut into pages of about [`PageSize::target`] bytes when it outgrows
 //! [`PageSize::max`], and joined with the pages after it while it is under
-//! [`PageSize::min`]. Only the thread applying a batch writes pages; a read of one key is one
-//! sled lookup, atomic against a batch, and a scan holds off batches while it runs, so it
-//! sees every page as one batch left it.
+//! [`PageSize::min`]. Only the thread applying a batch writes pages; a read of one key finds
+//! its page's bound in memory ([`TreeShare`](super::bounds::TreeShare)) and reads the page with one sled lookup,
+//! atomic against a batch, and a scan holds off batches while it runs, so it sees every page
+//! as one batch left it.
 
+use std::collections::BTreeSet;
 use std::ops::Bound;
-use std::sync::{Arc, RwLock};
 
 use eddy_core::streams::store::{BatchWrite, SharedWrites, Visit};
 use sled::IVec;
 
+use super::bounds::{BoundChange, SharedTree};
 use super::page::{DamagedPage, Page, Run, TooLarge};
 
 /// The prefix of the entries of stores written before pages (one sled entry each).
@@ -70,15 +72,12 @@ pub(crate) enum PagesError {
 
 type Result<T> = std::result::Result<T, PagesError>;
 
-/// Held for reading by a tree's scans and for writing by each sled batch of its pages.
-pub(crate) type ScanLock = Arc<RwLock<()>>;
-
 /// The pages of one store.
 #[derive(Debug, Clone)]
 pub(crate) struct Pages {
     tree: sled::Tree,
     size: PageSize,
-    scans: ScanLock,
+    share: SharedTree,
 }
 
 /// Calls `f` with `key` under `prefix`, built on the stack when it is short.
@@ -118,9 +117,9 @@ pub(crate) fn sorted<'a>(writes: &mut dyn Iterator<Item = BatchWrite<'a>>) -> Ve
 }
 
 impl Pages {
-    /// The pages in `tree`; `scans` is shared by every `Pages` of the tree.
-    pub(crate) fn new(tree: sled::Tree, size: PageSize, scans: ScanLock) -> Self {
-        Self { tree, size, scans }
+    /// The pages in `tree`; `share` is shared by every `Pages` of the tree.
+    pub(crate) fn new(tree: sled::Tree, size: PageSize, share: SharedTree) -> Self {
+        Self { tree, size, share }
     }
 
     /// The tree the pages are in.
@@ -130,16 +129,42 @@ impl Pages {
 
     /// The page that holds `key` (or would): its sled key and bytes.
     fn page_at(&self, key: &[u8]) -> Result<Option<(IVec, IVec)>> {
-        let found = with_prefixed(PAGE, key, |upper| {
-            self.tree.range(&[PAGE][..]..=upper).next_back()
-        });
-        Ok(found.transpose()?)
+        with_prefixed(PAGE, key, |upper| {
+            if let Some(found) = self.page_by_bounds(upper, false)? {
+                return Ok(found);
+            }
+            let found = self.tree.range(&[PAGE][..]..=upper).next_back();
+            Ok(found.transpose()?)
+        })
     }
 
     /// The page after the one at `page_key` (or the first page, after `[PAGE]`).
     fn page_after(&self, page_key: &[u8]) -> Result<Option<(IVec, IVec)>> {
+        if let Some(found) = self.page_by_bounds(page_key, true)? {
+            return Ok(found);
+        }
         let range = (Bound::Excluded(page_key), Bound::Excluded(&[PAGE + 1][..]));
         Ok(self.tree.range::<&[u8], _>(range).next().transpose()?)
+    }
+
+    /// The page at or before `page_key` (after it when `after`) found through the bounds in
+    /// memory; `None` when they cannot say (not read yet, or a batch changed the pages
+    /// meanwhile).
+    fn page_by_bounds(&self, page_key: &[u8], after: bool) -> Result<Option<Option<(IVec, IVec)>>> {
+        let Some(ticket) = self.share.ticket() else {
+            return Ok(None);
+        };
+        let Some(found) = self.share.find(page_key, after) else {
+            return Ok(None);
+        };
+        let page = match found {
+            Some(key) => match self.tree.get(&key)? {
+                Some(bytes) => Some((key, bytes)),
+                None => return Ok(None),
+            },
+            None => None,
+        };
+        Ok(self.share.still(ticket).then_some(page))
     }
 
     /// The page with the lowest bound.
@@ -171,7 +196,7 @@ impl Pages {
         to: Bound<&[u8]>,
         visit: &mut Visit<'_>,
     ) -> Result<()> {
-        let _batches_wait = self.scans.read().unwrap_or_else(|e| e.into_inner());
+        let _batches_wait = self.share.hold_batches();
         let mut current = match from {
             Bound::Included(key) | Bound::Excluded(key) => self.page_at(key)?,
             Bound::Unbounded => None,
@@ -209,7 +234,9 @@ impl Pages {
         writes: &[BatchWrite<'_>],
         finish: impl FnOnce(&mut sled::Batch),
     ) -> Result<()> {
+        self.share.read_bounds(|| self.page_keys())?;
         let mut batch = sled::Batch::default();
+        let mut changes: Vec<BoundChange> = Vec::new();
         let mut batch_bytes = 0;
         let (mut run, mut out) = (Run::default(), Vec::new());
         let mut next_write = 0;
@@ -218,6 +245,7 @@ impl Pages {
                 Some((key, bytes)) => (key, Some(bytes)),
                 None => (IVec::from(&[PAGE]), None),
             };
+            let existed = bytes.is_some();
             run.clear();
             let mut next = self.page_after(&key)?;
             let upper = next.as_ref().map(|(k, _)| &k[1..]);
@@ -230,30 +258,54 @@ impl Pages {
                 next = self.page_after(&next_key)?;
                 let upper = next.as_ref().map(|(k, _)| &k[1..]);
                 next_write = merge(&mut run, Some(&next_bytes), writes, next_write, upper)?;
-                batch.remove(next_key);
+                batch.remove(next_key.clone());
+                changes.push((next_key, false));
             }
             if run.is_empty() {
                 // The page before covers its keys (or, for the first page, no page is left).
-                batch.remove(key);
+                batch.remove(key.clone());
+                changes.push((key, false));
             } else {
+                if !existed {
+                    changes.push((key.clone(), true));
+                }
                 run.pages(self.size.target, self.size.max, &mut out, |first, page| {
-                    let key = first.map_or_else(|| key.clone(), |first| page_key(first).into());
+                    let key = first.map_or_else(
+                        || key.clone(),
+                        |first| {
+                            let added = IVec::from(page_key(first));
+                            changes.push((added.clone(), true));
+                            added
+                        },
+                    );
                     batch.insert(key, page);
                     batch_bytes += page.len();
                 })?;
             }
             if batch_bytes >= self.size.most_batch_bytes && next_write < writes.len() {
-                self.write(std::mem::take(&mut batch))?;
+                self.write(std::mem::take(&mut batch), &mut changes)?;
                 batch_bytes = 0;
             }
         }
         finish(&mut batch);
-        self.write(batch)
+        self.write(batch, &mut changes)
     }
 
-    fn write(&self, batch: sled::Batch) -> Result<()> {
-        let _scans_wait = self.scans.write().unwrap_or_else(|e| e.into_inner());
-        Ok(self.tree.apply_batch(batch)?)
+    /// Applies one sled batch, with the changes it makes to which pages exist.
+    fn write(&self, batch: sled::Batch, changes: &mut Vec<BoundChange>) -> Result<()> {
+        let applied = self
+            .share
+            .apply_batch(changes, || self.tree.apply_batch(batch));
+        changes.clear();
+        Ok(applied?)
+    }
+
+    /// The keys of every page, read from the tree.
+    fn page_keys(&self) -> sled::Result<BTreeSet<IVec>> {
+        self.tree
+            .scan_prefix([PAGE])
+            .map(|entry| entry.map(|(key, _)| key))
+            .collect()
     }
 
     /// Whether the pages are laid out as they must be: the first page's bound the empty key,

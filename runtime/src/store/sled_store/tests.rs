@@ -98,7 +98,7 @@ proptest! {
         } else {
             PageSize::default()
         };
-        let mut sled = SledBytesStore::with_page_size(tree(dir.path()), size, ScanLock::default());
+        let mut sled = SledBytesStore::with_page_size(tree(dir.path()), size, SharedTree::default());
         let mut memory = InMemoryBytesStore::new();
         for (i, op) in ops.iter().enumerate() {
             let offset = i64::try_from(i).unwrap();
@@ -226,19 +226,24 @@ fn a_batch_survives_sigkill_whole_or_not_at_all() {
     }
 }
 
-#[test]
-fn a_scan_sees_every_key_once_while_batches_split_and_join_the_pages() {
+/// Pages small enough to be cut and joined by a few writes.
+const SMALL_PAGES: PageSize = PageSize {
+    target: 64,
+    max: 128,
+    min: 32,
+    most_batch_bytes: 256,
+};
+
+/// Writes keys `0, 2, 4, …` (the kept ones, each always present), then, on a thread, 200
+/// batches that add and remove the keys between them, cutting and joining small pages every
+/// batch, while `read` runs 200 times on this thread with a store of its own over the tree.
+fn while_batches_split_and_join_the_pages(read: impl Fn(&SledBytesStore, &[Vec<u8>])) {
     let dir = tempfile::tempdir().unwrap();
     let tree = tree(dir.path());
-    let size = PageSize {
-        target: 64,
-        max: 128,
-        min: 32,
-        most_batch_bytes: 256,
-    };
-    let scans = ScanLock::default();
-    let mut writer = SledBytesStore::with_page_size(tree.clone(), size, scans.clone());
-    let reader = SledBytesStore::with_page_size(tree, size, scans);
+    let size = SMALL_PAGES;
+    let share = SharedTree::default();
+    let mut writer = SledBytesStore::with_page_size(tree.clone(), size, share.clone());
+    let reader = SledBytesStore::with_page_size(tree, size, share);
     let kept: Vec<Vec<u8>> = (0..300u32)
         .map(|i| (i * 2).to_be_bytes().to_vec())
         .collect();
@@ -249,7 +254,6 @@ fn a_scan_sees_every_key_once_while_batches_split_and_join_the_pages() {
     writer.write_batch(&mut writes.drain(..), Some(0));
     std::thread::scope(|s| {
         s.spawn(|| {
-            // Keys between the kept ones come and go: pages are cut and joined every batch.
             for round in 0..200 {
                 let value: &[u8] = if round % 2 == 0 {
                     b"a longer value"
@@ -267,15 +271,66 @@ fn a_scan_sees_every_key_once_while_batches_split_and_join_the_pages() {
             }
         });
         for _ in 0..200 {
-            let mut seen = Vec::new();
-            reader.scan(Bound::Unbounded, Bound::Unbounded, &mut |k, _| {
-                if k.len() == 4 && k[3] % 2 == 0 {
-                    seen.push(k.to_vec());
-                }
-                true
-            });
-            assert_eq!(seen, kept);
+            read(&reader, &kept);
         }
     });
     assert_eq!(reader.failure(), None);
+    assert_eq!(writer.failure(), None);
+}
+
+#[test]
+fn a_scan_sees_every_key_once_while_batches_split_and_join_the_pages() {
+    while_batches_split_and_join_the_pages(|reader, kept| {
+        let mut seen = Vec::new();
+        reader.scan(Bound::Unbounded, Bound::Unbounded, &mut |k, _| {
+            if k.len() == 4 && k[3] % 2 == 0 {
+                seen.push(k.to_vec());
+            }
+            true
+        });
+        assert_eq!(seen, kept);
+    });
+}
+
+#[test]
+fn a_read_finds_every_key_while_batches_split_and_join_the_pages() {
+    while_batches_split_and_join_the_pages(|reader, kept| {
+        let mut value = Vec::new();
+        for key in kept {
+            value.clear();
+            assert!(reader.get_into(key, &mut value), "{key:?} not found");
+            assert!(value == b"v" || value == b"a longer value", "{value:?}");
+        }
+    });
+}
+
+#[test]
+fn the_bounds_in_memory_follow_every_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let size = SMALL_PAGES;
+    let share = SharedTree::default();
+    let mut store = SledBytesStore::with_page_size(tree(dir.path()), size, share.clone());
+    let keys: Vec<[u8; 4]> = (0..500u32).map(|i| i.to_be_bytes()).collect();
+    for round in 0..6usize {
+        // Keys come in, then most go again: pages are cut and joined.
+        let mut writes: Vec<BatchWrite<'_>> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| {
+                (
+                    &k[..],
+                    (round % 2 == 0 || i % 7 == 0).then_some(&b"value"[..]),
+                )
+            })
+            .collect();
+        store.write_batch(&mut writes.drain(..), None);
+        let pages = store.pages().expect("pages");
+        let in_tree: Vec<Vec<u8>> = pages
+            .tree()
+            .scan_prefix([super::paged::PAGE])
+            .map(|e| e.unwrap().0.to_vec())
+            .collect();
+        assert!(in_tree.len() > 1, "round {round}: {} pages", in_tree.len());
+        assert_eq!(share.bound_keys(), Some(in_tree), "round {round}");
+    }
 }
