@@ -191,18 +191,24 @@ impl RecordCache {
         self.clock += 1;
         let used = self.clock;
         match self.entries.get_mut(key) {
-            Some(entry) => rewrite(entry, key, value, used, &mut self.by_use, &mut self.held),
-            None => {
-                let entry = CacheEntry {
-                    value: value.map(Box::from),
-                    dirty: true,
-                    used,
-                    place: self.by_use.push_newest(key.into()),
-                };
-                self.held.add(entry.size(key));
-                self.entries.insert(key.into(), entry);
+            Some(entry) => {
+                rewrite(entry, key, value, used, &mut self.by_use, &mut self.held);
+                self.evict();
             }
+            None => self.insert_new(key, value, used),
         }
+    }
+
+    /// Caches `key`, which the cache does not hold, last written at `used`.
+    fn insert_new(&mut self, key: &[u8], value: Option<&[u8]>, used: u64) {
+        let entry = CacheEntry {
+            value: value.map(Box::from),
+            dirty: true,
+            used,
+            place: self.by_use.push_newest(key.into()),
+        };
+        self.held.add(entry.size(key));
+        self.entries.insert(key.into(), entry);
         self.evict();
     }
 
@@ -250,7 +256,9 @@ impl RecordCache {
         let had = self.below.get_into(key, &mut self.scratch);
         let present = update(had.then_some(&self.scratch[..]), new);
         if present || had {
-            self.write(key, present.then_some(&new[..]));
+            // Not cached, as looked up above: inserted without a second search.
+            self.clock += 1;
+            self.insert_new(key, present.then_some(&new[..]), self.clock);
         }
     }
 
