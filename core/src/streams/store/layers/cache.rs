@@ -337,7 +337,7 @@ impl StoreLayer for RecordCache {
 
     fn scan(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, visit: &mut Visit<'_>) {
         merged_scan(
-            &self.entries,
+            |from, to| self.entries.range(from, to),
             value_of,
             from,
             to,
@@ -347,7 +347,8 @@ impl StoreLayer for RecordCache {
     }
 
     fn len(&self) -> usize {
-        merged_len(&self.entries, value_of, |from, to, visit| {
+        let held = |from: Bound<&[u8]>, to: Bound<&[u8]>| self.entries.range(from, to);
+        merged_len(held, value_of, |from, to, visit| {
             self.below.scan(from, to, visit)
         })
     }
@@ -424,7 +425,7 @@ impl StoreLayer for RecordCache {
             let entry: &CacheEntry = entry;
             let value = entry.value.as_deref();
             keep_for_forwarding(&**below, *forwarding, flushed, old, key, value, entry.used);
-            run.push((&key[..], value));
+            run.push((key, value));
         }
         below.put_run(&run);
         flushed.order_from(start);

@@ -167,7 +167,12 @@ impl WriteBuffer {
     fn scan_below(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, visit: &mut Visit<'_>) {
         match &self.applying {
             Some(applying) => merged_scan(
-                &applying.writes,
+                |from, to| {
+                    applying
+                        .writes
+                        .range::<[u8], _>((from, to))
+                        .map(|(k, v)| (&k[..], v))
+                },
                 applying_value,
                 from,
                 to,
@@ -216,12 +221,12 @@ impl WriteBuffer {
         };
         let mut run = run.iter().peekable();
         for (key, held) in self.held.iter_mut() {
-            while let Some(&(new_key, value)) = run.next_if(|(k, _)| *k < &key[..]) {
+            while let Some(&(new_key, value)) = run.next_if(|(k, _)| *k < key) {
                 bytes += add(&mut fresh, new_key, value);
             }
             match run.peek() {
                 None => break,
-                Some((k, value)) if *k == &key[..] => {
+                Some((k, value)) if *k == key => {
                     bytes -= held.bytes(key);
                     spanned |= sealed == Some(held.interval);
                     held.write(value.unwrap_or_default(), value.is_some(), open);
@@ -240,7 +245,7 @@ impl WriteBuffer {
             self.held.extend(fresh);
         } else {
             // Both in key order: appending merges them in one pass (and builds the map anew).
-            let mut fresh: Overlay<Held> = fresh.into_iter().collect();
+            let mut fresh = Overlay::from_sorted(fresh);
             self.held.append(&mut fresh);
         }
     }
@@ -287,7 +292,7 @@ impl StoreLayer for WriteBuffer {
 
     fn scan(&self, from: Bound<&[u8]>, to: Bound<&[u8]>, visit: &mut Visit<'_>) {
         merged_scan(
-            &self.held,
+            |from, to| self.held.range(from, to),
             value_of,
             from,
             to,
@@ -297,7 +302,8 @@ impl StoreLayer for WriteBuffer {
     }
 
     fn len(&self) -> usize {
-        merged_len(&self.held, value_of, |from, to, visit| {
+        let held = |from: Bound<&[u8]>, to: Bound<&[u8]>| self.held.range(from, to);
+        merged_len(held, value_of, |from, to, visit| {
             self.scan_below(from, to, visit)
         })
     }
@@ -406,7 +412,7 @@ impl StoreLayer for WriteBuffer {
         let mut bytes = 0;
         let handed = self.bytes;
         let held = std::mem::take(&mut self.held);
-        for (key, mut held) in held {
+        for (key, mut held) in held.into_entries() {
             if held.interval < open {
                 committed.push((key, held.value));
                 continue;
