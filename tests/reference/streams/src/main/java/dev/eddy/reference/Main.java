@@ -20,6 +20,8 @@ import java.util.List;
  *                                          eddy bench streams' workloads (see WorkloadBench)
  *   count-app --bootstrap HOST:PORT --state-dir DIR --input T --output T --application-id ID
  *       [--transactional-stores]           the count workload as an application (see CountApp)
+ *   soak-app --bootstrap HOST:PORT --state-dir DIR [--guarantee G]
+ *                                          eddy's exactly-once soak application (see SoakApp)
  * </pre>
  */
 public final class Main {
@@ -70,6 +72,7 @@ public final class Main {
             }
             case "workload-bench" -> WorkloadBench.run(workloadLoad(args));
             case "count-app" -> countApp(args);
+            case "soak-app" -> soakApp(args);
             default -> usage();
         }
     }
@@ -93,6 +96,20 @@ public final class Main {
         }
         CountApp.run(flags.get("--bootstrap"), flags.get("--state-dir"), flags.get("--input"),
                 flags.get("--output"), flags.get("--application-id"), transactionalStores);
+    }
+
+    private static void soakApp(String[] args) throws InterruptedException {
+        java.util.Map<String, String> flags = new java.util.HashMap<>(java.util.Map.of("--guarantee", "exactly_once_v2"));
+        for (int i = 1; i + 1 < args.length; i += 2) {
+            if (!args[i].startsWith("--")) {
+                usage();
+            }
+            flags.put(args[i], args[i + 1]);
+        }
+        if (args.length % 2 == 0 || !flags.containsKey("--bootstrap") || !flags.containsKey("--state-dir")) {
+            usage();
+        }
+        SoakApp.run(flags.get("--bootstrap"), flags.get("--state-dir"), flags.get("--guarantee"));
     }
 
     private static WorkloadBench.Load workloadLoad(String[] args) {
@@ -148,7 +165,8 @@ public final class Main {
                 + " [--value-size B] [--partitions P] [--guarantee G] [--commit-interval-ms C]"
                 + " [--transactional-stores]"
                 + " | count-app --bootstrap HOST:PORT --state-dir DIR --input T --output T --application-id ID"
-                + " [--transactional-stores]");
+                + " [--transactional-stores]"
+                + " | soak-app --bootstrap HOST:PORT --state-dir DIR [--guarantee G]");
         System.exit(2);
     }
 }
