@@ -7,9 +7,9 @@
 //! writes, cut into pages of about [`PageSize::target`] bytes when it outgrows
 //! [`PageSize::max`], and joined with the pages after it while it is under
 //! [`PageSize::min`]. Only the thread applying a batch writes pages; a read of one key finds
-//! its page's bound in memory ([`TreeShare`](super::bounds::TreeShare)) and reads the page with one sled lookup,
-//! atomic against a batch, and a scan holds off batches while it runs, so it sees every page
-//! as one batch left it.
+//! its page's bound in memory ([`TreeShare`](super::bounds::TreeShare)) and reads the page
+//! with one sled lookup, atomic against a batch, and a scan holds off batches while it runs,
+//! so it sees every page as one batch left it.
 
 use std::collections::BTreeSet;
 use std::ops::Bound;
