@@ -34,6 +34,14 @@ public final class CountApp {
             props.put("enable.transactional.statestores", "true");
         }
         KafkaStreams streams = new KafkaStreams(WorkloadBench.topology("count", input, output), props);
+        runUntilStopped(streams);
+    }
+
+    /**
+     * Starts {@code streams}, prints {@code running} when it is RUNNING and returns once it stops
+     * (in error, or closed by the JVM's shutdown, which closes it cleanly).
+     */
+    static void runUntilStopped(KafkaStreams streams) throws InterruptedException {
         CountDownLatch stopped = new CountDownLatch(1);
         streams.setStateListener((now, before) -> {
             if (now == KafkaStreams.State.RUNNING) {

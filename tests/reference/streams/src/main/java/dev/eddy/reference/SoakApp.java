@@ -1,8 +1,6 @@
 package dev.eddy.reference;
 
-import java.time.Duration;
 import java.util.Properties;
-import java.util.concurrent.CountDownLatch;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
@@ -69,18 +67,6 @@ public final class SoakApp {
         props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
         props.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
         KafkaStreams streams = new KafkaStreams(topology(), props);
-        CountDownLatch stopped = new CountDownLatch(1);
-        streams.setStateListener((now, before) -> {
-            if (now == KafkaStreams.State.RUNNING) {
-                System.out.println("running");
-                System.out.flush();
-            }
-            if (now == KafkaStreams.State.ERROR || now == KafkaStreams.State.NOT_RUNNING) {
-                stopped.countDown();
-            }
-        });
-        Runtime.getRuntime().addShutdownHook(new Thread(() -> streams.close(Duration.ofSeconds(30))));
-        streams.start();
-        stopped.await();
+        CountApp.runUntilStopped(streams);
     }
 }
