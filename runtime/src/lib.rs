@@ -10,6 +10,7 @@
 
 pub use eddy_core::{log, serde, streams, testing};
 
+mod allocator;
 pub mod app;
 mod blocking;
 #[cfg(feature = "cli")]

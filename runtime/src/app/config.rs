@@ -358,12 +358,13 @@ impl StreamsConfig {
                 "statestore.memory.max.bytes",
                 format!(
                     "{} bytes leave sled's page cache {} beside the record caches' {} \
-                     (twice statestore.cache.max.bytes), the write buffers' {} \
+                     ({} times statestore.cache.max.bytes), the write buffers' {} \
                      (state.checkpoint.max.bytes) and the database's own {}; it needs at \
                      least {}",
                     self.statestore_memory_max_bytes,
                     memory.page_cache,
                     memory.record_caches,
+                    StateMemory::CACHE_MEMORY_RATIO,
                     memory.write_buffers,
                     StateMemory::DATABASE_OVERHEAD,
                     StateMemory::MIN_PAGE_CACHE
@@ -400,13 +401,15 @@ impl StateMemory {
     /// counts. A cache counts an entry as Kafka Streams' does, its key and value and 64
     /// bytes, so that a setting keeps as many entries in eddy as in Kafka Streams; in memory
     /// an entry takes more (its key twice, its share of the map's nodes, its link in the order
-    /// of use): measured, 2.8 times for keys of 16 bytes and values of 8, 1.85 times for keys
-    /// of 30 and values of 100.
-    pub const CACHE_MEMORY_RATIO: usize = 2;
+    /// of use, and the copy a flush keeps to forward): measured at 10M keys of 16 bytes with
+    /// values of 8, 3.4 times what the cache counts (2.3 without the flush's copies; 1.85 for
+    /// keys of 30 and values of 100).
+    pub const CACHE_MEMORY_RATIO: usize = 3;
 
     /// What sled's database takes beside its page cache, whatever its size: the tables of
-    /// its pages and its cache's shards (measured: about 24 MiB).
-    pub const DATABASE_OVERHEAD: usize = 24 << 20;
+    /// its pages, its cache's shards, the IO buffers of the checkpoint batch it is writing,
+    /// and the pages' bounds eddy keeps beside it (measured at 10M keys: about 30 MiB).
+    pub const DATABASE_OVERHEAD: usize = 32 << 20;
 
     /// The least page cache an instance's sled database is given: the pages a checkpoint
     /// reads and writes.

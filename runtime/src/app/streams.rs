@@ -208,6 +208,9 @@ impl Streams {
         if self.state() != State::Created {
             return Err(StartError::NotCreated(self.state()));
         }
+        if crate::allocator::hold_mmap_threshold() {
+            tracing::debug!("glibc's mmap threshold held at its first value");
+        }
         let dir = self.config.application_state_dir();
         let bootstrap = match &self.config.bootstrap {
             Bootstrap::Servers(servers) => servers.join(","),

@@ -50,6 +50,7 @@ impl Applier {
             .spawn(move || {
                 for job in queue {
                     job.run();
+                    crate::allocator::release_free_memory();
                 }
             })?;
         Ok(Self { jobs })

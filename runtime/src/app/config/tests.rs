@@ -22,9 +22,9 @@ fn the_defaults_are_kafka_streams_defaults() {
     assert_eq!(
         config.state_memory(),
         StateMemory {
-            record_caches: 20 << 20,
+            record_caches: 30 << 20,
             write_buffers: 64 << 20,
-            page_cache: 148 << 20,
+            page_cache: 130 << 20,
         }
     );
     assert_eq!(config.max_task_idle, Some(Duration::ZERO));
@@ -113,23 +113,23 @@ fn properties_set_the_typed_fields() {
 fn the_state_memory_is_shared_by_the_caches_the_write_buffers_and_the_page_cache() {
     let config = StreamsConfig::new("a")
         .statestore_memory_max_bytes(64 << 20)
-        .statestore_cache_max_bytes(4 << 20);
+        .statestore_cache_max_bytes(2 << 20);
     assert_eq!(
         config.state_memory(),
         StateMemory {
-            record_caches: 8 << 20,
+            record_caches: 6 << 20,
             write_buffers: 16 << 20,
-            page_cache: 16 << 20,
+            page_cache: 10 << 20,
         }
     );
     config.validate().unwrap();
     let config = config
         .statestore_cache_max_bytes(1 << 20)
-        .state_checkpoint_max_bytes(30 << 20);
+        .state_checkpoint_max_bytes(21 << 20);
     assert_eq!(config.state_memory().page_cache, 8 << 20);
     config.validate().unwrap();
     // What the caches and the write buffers take must leave the page cache its least.
-    let starved = config.state_checkpoint_max_bytes(32 << 20);
+    let starved = config.state_checkpoint_max_bytes(22 << 20);
     let refused = starved.validate().unwrap_err().to_string();
     assert!(
         refused.contains("statestore.memory.max.bytes") && refused.contains("at least"),
