@@ -43,7 +43,8 @@ pub struct MetricsSnapshot {
     pub process_latency_avg: Duration,
     /// Commits made.
     pub commits: u64,
-    /// The mean time a commit took.
+    /// The mean time a commit took: from its start (the caches flushed) until its offsets
+    /// were committed (exactly-once, its transaction; the thread processes on meanwhile).
     pub commit_latency_avg: Duration,
     /// The longest a commit took.
     pub commit_latency_max: Duration,

@@ -106,10 +106,17 @@ impl TaskManager {
         let waiting = Instant::now();
         let finished = self.output.finish_commit().await;
         self.commit_waits.0 += waiting.elapsed();
-        if let Err(e) = finished {
-            self.abort().await;
-            return Err(e);
-        }
+        // From the commit's start to its transaction's end (at-least-once, to now: it is
+        // done when it is settled), not to whenever the thread came to settle it.
+        let took = match finished {
+            Ok(committed_at) => committed_at
+                .unwrap_or_else(Instant::now)
+                .saturating_duration_since(sealed.started),
+            Err(e) => {
+                self.abort().await;
+                return Err(e);
+            }
+        };
         let checkpoint = self.checkpoint_due();
         self.commit_sealed(&sealed);
         for id in &sealed.tasks {
@@ -128,7 +135,7 @@ impl TaskManager {
         self.updater.commit(checkpoint.is_some()).await?;
         self.report_owned().await;
         self.schedule.checkpointed(checkpoint.is_some());
-        self.metrics.committed(sealed.started.elapsed());
+        self.metrics.committed(took);
         self.report_figures(consumer);
         self.send_written().await
     }

@@ -19,9 +19,11 @@ use crate::client::{
     ClientError, Delivery, GroupMetadata, Outgoing, Producer, ProducerRecord, RecordParts, SentAll,
     Topic,
 };
+use crate::time::Instant;
 
-/// A transaction committing in the background: where its changelog sends reached.
-type Committing = JoinHandle<Result<BTreeMap<TopicPartition, i64>, ThreadError>>;
+/// A transaction committing in the background: where its changelog sends reached, and when
+/// it committed.
+type Committing = JoinHandle<Result<(BTreeMap<TopicPartition, i64>, Instant), ThreadError>>;
 
 /// Builds the thread's producer: again after it was fenced.
 pub(super) type ProducerFactory = Box<dyn Fn() -> Result<Producer, ClientError> + Send + Sync>;
@@ -205,24 +207,25 @@ impl StreamsProducer {
                     .await?;
             }
             producer.commit_transaction().await?;
-            Ok(reached)
+            Ok((reached, Instant::now()))
         }));
         Ok(())
     }
 
     /// Waits for the commit in flight, if there is one, and notes where its changelog sends
-    /// reached. A transaction that fails to commit stays open for the caller to abort, with
-    /// the stores' writes.
-    pub(super) async fn finish_commit(&mut self) -> Result<(), ThreadError> {
+    /// reached; gives when its transaction committed (`None` without a commit in flight). A
+    /// transaction that fails to commit stays open for the caller to abort, with the stores'
+    /// writes.
+    pub(super) async fn finish_commit(&mut self) -> Result<Option<Instant>, ThreadError> {
         let Some(committing) = self.committing.take() else {
-            return Ok(());
+            return Ok(None);
         };
-        let reached = committing.await.map_err(|e| {
+        let (reached, committed_at) = committing.await.map_err(|e| {
             ThreadError::Client(ClientError::State(format!("the commit stopped: {e}")))
         })??;
         self.note_reached(reached);
         self.in_transaction = false;
-        Ok(())
+        Ok(Some(committed_at))
     }
 
     /// Throws away what is in flight and, exactly-once, the open transaction (once a commit
