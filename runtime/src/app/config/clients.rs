@@ -42,6 +42,11 @@ const CLIENT_PREFIXES: &[(&str, Reaches)] = &[
 
 /// `max.poll.records` of Kafka Streams' consumers, unless the user's settings say otherwise.
 const STREAMS_MAX_POLL_RECORDS: &str = "1000";
+/// `fetch.max.bytes` of a stream thread's main consumer, eddy's own default (Kafka's is 50
+/// MiB): what its fetched records may hold at once, as fetched (see the consumer's fetcher),
+/// comes on top of the state memory budget. At 64 partitions the consumer held 280 MiB
+/// resident at 50 MiB and 186 MiB at 16 MiB, at the same speed (count of 1M keys).
+const STREAMS_MAIN_FETCH_MAX_BYTES: &str = "16777216";
 
 /// `fetch.max.wait.ms` of the restore consumer: a fetch of caught-up standbys waiting at
 /// their ends would hold back a task that came to be restored from the same broker.
@@ -131,12 +136,14 @@ impl StreamsConfig {
     }
 
     /// The settings of a stream thread's main consumer against `bootstrap`: Kafka Streams'
-    /// defaults (polls of 1,000 records) under the `main.consumer` properties. The thread
-    /// adds its group, offsets reset and isolation level.
+    /// defaults (polls of 1,000 records) and fetches of at most 16 MiB held at once under the
+    /// `main.consumer` properties. The thread adds its group, offsets reset and isolation
+    /// level.
     pub fn main_consumer_config(&self, bootstrap: &str) -> Result<ConsumerConfig, ConfigError> {
         let defaults = [
             ("bootstrap.servers", bootstrap),
             ("max.poll.records", STREAMS_MAX_POLL_RECORDS),
+            ("fetch.max.bytes", STREAMS_MAIN_FETCH_MAX_BYTES),
         ];
         ConsumerConfig::from_properties(
             defaults

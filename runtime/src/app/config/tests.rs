@@ -295,6 +295,16 @@ fn a_client_property_is_checked_against_the_clients_it_reaches_when_it_is_set() 
             .max_poll_records,
         10
     );
+    config
+        .set("main.consumer.fetch.max.bytes", "1048576")
+        .unwrap();
+    assert_eq!(
+        config
+            .main_consumer_config("b:9092")
+            .unwrap()
+            .fetch_max_bytes,
+        1 << 20
+    );
 }
 
 #[test]
@@ -303,6 +313,7 @@ fn each_client_gets_kafka_streams_defaults_under_the_users_settings() {
     let main = config.main_consumer_config("b:9092").unwrap();
     assert_eq!(main.client.bootstrap, ["b:9092"]);
     assert_eq!(main.max_poll_records, 1_000);
+    assert_eq!(main.fetch_max_bytes, 16 << 20);
     let restore = config.restore_consumer_config("b:9092").unwrap();
     assert_eq!(restore.fetch_max_wait, Duration::from_millis(50));
     let producer = config.producer_config("b:9092").unwrap();

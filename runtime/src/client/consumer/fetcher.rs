@@ -4,8 +4,10 @@
 //! aborted transactions' records and of control batches. Each fetch runs as a task of its
 //! own that also decodes its answer, so that decoding happens beside the caller's work, on
 //! another core when there is one, rather than inside `poll`. Buffered data is bounded: a
-//! partition is not fetched again while two answers of it are waiting. A fetch that could
-//! only wait at the broker is not sent while such a partition has records still to fetch.
+//! partition is not fetched again while an answer of it is waiting, and the answers waiting
+//! and the fetches in flight together ask for at most `fetch.max.bytes` (see
+//! [`Fetcher::room`]). A fetch that could only wait at the broker is not sent while a
+//! partition held back by its buffer has records still to fetch.
 
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque};
 use std::pin::Pin;
@@ -75,6 +77,8 @@ struct Buffered {
     epoch: u64,
     /// The records by offset.
     records: VecDeque<(i64, Record)>,
+    /// The bytes of the batches the records came in, as fetched.
+    fetched_bytes: usize,
     /// The offset after the fetched batches: where the position is once these records are
     /// handed out (past trailing control batches and aborted records, as Kafka's is).
     next: i64,
@@ -89,10 +93,11 @@ type Answer = (
 );
 
 /// A partition's records decoded from a fetch's answer (the answer's bytes taken out of the
-/// response): the records at or after the offset asked for, and the offset to fetch next.
+/// response): the records at or after the offset asked for, the offset to fetch next, and
+/// the bytes fetched.
 type Decoded = (
     TopicPartition,
-    Result<(VecDeque<(i64, Record)>, i64), ClientError>,
+    Result<(VecDeque<(i64, Record)>, i64, usize), ClientError>,
 );
 
 /// Records of one partition handed out together, in offset order (see
@@ -135,7 +140,8 @@ pub(crate) struct Fetcher {
     topics: HashMap<String, Arc<str>>,
     /// In a mutex only to make the fetcher `Sync`; always reached through `get_mut`.
     in_flight: std::sync::Mutex<FuturesUnordered<Pin<Box<dyn Future<Output = Answer> + Send>>>>,
-    nodes_fetching: HashSet<i32>,
+    /// The brokers with a fetch in flight, and the bytes each fetch asked for at most.
+    nodes_fetching: HashMap<i32, usize>,
     buffered: VecDeque<Buffered>,
 }
 
@@ -156,7 +162,7 @@ impl Fetcher {
             partitions: BTreeMap::new(),
             topics: HashMap::new(),
             in_flight: std::sync::Mutex::new(FuturesUnordered::new()),
-            nodes_fetching: HashSet::new(),
+            nodes_fetching: HashMap::new(),
             buffered: VecDeque::new(),
         }
     }
@@ -446,7 +452,7 @@ impl Fetcher {
                 if !state.is_caught_up() {
                     waiting_on_buffer.insert(leader);
                 }
-            } else if !self.nodes_fetching.contains(&leader) {
+            } else if !self.nodes_fetching.contains_key(&leader) {
                 by_leader.entry(leader).or_default().push(tp.clone());
             }
         }
@@ -456,6 +462,9 @@ impl Fetcher {
                 || tps.iter().any(|tp| !partitions[tp].is_caught_up())
         });
         for (node, partitions) in by_leader {
+            let Some(max_bytes) = self.room() else {
+                break;
+            };
             let broker = match self.cluster.node(node).await {
                 Ok(b) => b,
                 Err(e) => {
@@ -474,13 +483,14 @@ impl Fetcher {
                 true => self.config.fetch_max_wait.min(WAIT_BESIDE_HELD_BACK),
                 false => self.config.fetch_max_wait,
             };
-            let request = self.fetch_request(&requested, wait);
+            let request = self.fetch_request(&requested, wait, max_bytes);
             for tp in &partitions {
                 if let Some(s) = self.partitions.get_mut(tp) {
                     s.fetching = true;
                 }
             }
-            self.nodes_fetching.insert(node);
+            self.nodes_fetching
+                .insert(node, usize::try_from(max_bytes).unwrap_or(0));
             let cluster = Arc::clone(&self.cluster);
             let read_committed = self.config.isolation_level == IsolationLevel::ReadCommitted;
             let asked: Vec<(Arc<str>, TopicPartition, i64)> = requested
@@ -511,10 +521,42 @@ impl Fetcher {
         name
     }
 
+    /// The bytes a new fetch may ask for: `fetch.max.bytes` less what the answers waiting to
+    /// be handed out hold and what the fetches in flight asked for; `None` while that is under
+    /// what one partition may answer (`max.partition.fetch.bytes`, or `fetch.max.bytes` if
+    /// smaller), so that the records a consumer holds stay within `fetch.max.bytes` as fetched
+    /// (a broker answers a first batch larger than asked for whole, as Kafka's does). With
+    /// nothing waiting and nothing in flight a fetch is always sent. The answers of paused
+    /// partitions do not count: they wait for a resume and must not hold back the others
+    /// (each partition has one answer at most waiting).
+    fn room(&self) -> Option<i32> {
+        let most = usize::try_from(self.config.fetch_max_bytes).unwrap_or(0);
+        let waiting: usize = self
+            .buffered
+            .iter()
+            .filter(|b| {
+                self.partitions
+                    .get(&b.tp)
+                    .is_some_and(|s| s.epoch == b.epoch && !s.paused)
+            })
+            .map(|b| b.fetched_bytes)
+            .sum();
+        let held = waiting + self.nodes_fetching.values().sum::<usize>();
+        let room = most.saturating_sub(held);
+        let least = usize::try_from(self.config.max_partition_fetch_bytes)
+            .unwrap_or(0)
+            .min(most);
+        if held > 0 && room < least {
+            return None;
+        }
+        Some(i32::try_from(room.max(1)).unwrap_or(i32::MAX))
+    }
+
     fn fetch_request(
         &self,
         requested: &[(TopicPartition, i64, u64)],
         max_wait: Duration,
+        max_bytes: i32,
     ) -> FetchRequest {
         let mut topics: Vec<FetchTopic> = Vec::new();
         for (tp, offset, _) in requested {
@@ -524,7 +566,7 @@ impl Fetcher {
                 .with_current_leader_epoch(-1)
                 .with_last_fetched_epoch(-1)
                 .with_log_start_offset(-1)
-                .with_partition_max_bytes(self.config.max_partition_fetch_bytes);
+                .with_partition_max_bytes(self.config.max_partition_fetch_bytes.min(max_bytes));
             match topics.iter_mut().find(|t| *t.topic.0 == *tp.topic) {
                 Some(t) => t.partitions.push(partition),
                 None => topics.push(
@@ -538,7 +580,7 @@ impl Fetcher {
             .with_replica_id((-1).into())
             .with_max_wait_ms(i32::try_from(max_wait.as_millis()).unwrap_or(i32::MAX))
             .with_min_bytes(self.config.fetch_min_bytes)
-            .with_max_bytes(self.config.fetch_max_bytes)
+            .with_max_bytes(max_bytes)
             .with_isolation_level(match self.config.isolation_level {
                 IsolationLevel::ReadCommitted => 1,
                 IsolationLevel::ReadUncommitted => 0,
@@ -636,7 +678,7 @@ impl Fetcher {
                 let Some(at) = decoded.iter().position(|(t, _)| *t == tp) else {
                     continue;
                 };
-                let (records, next) = decoded.swap_remove(at).1?;
+                let (records, next, fetched_bytes) = decoded.swap_remove(at).1?;
                 let state = self.partitions.get_mut(&tp).expect("found above");
                 state.fetch_offset = next;
                 if !records.is_empty() || next > offset {
@@ -647,6 +689,7 @@ impl Fetcher {
                         name,
                         epoch,
                         records,
+                        fetched_bytes,
                         next,
                     });
                 }
@@ -689,7 +732,8 @@ fn decode_response(
                 *offset,
                 read_committed,
                 aborted.iter().map(|a| (a.producer_id.0, a.first_offset)),
-            );
+            )
+            .map(|(records, next)| (records, next, bytes.len()));
             decoded.push((tp.clone(), records));
         }
     }
@@ -765,5 +809,80 @@ fn corrupt(topic: &str, partition: i32, e: impl std::fmt::Display) -> ClientErro
     ClientError::Protocol {
         addr: String::new(),
         reason: format!("a corrupt batch in {topic}-{partition}: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fetcher(fetch_max_bytes: i32, max_partition_fetch_bytes: i32) -> Fetcher {
+        let mut config = ConsumerConfig::new("127.0.0.1:9");
+        config.fetch_max_bytes = fetch_max_bytes;
+        config.max_partition_fetch_bytes = max_partition_fetch_bytes;
+        let cluster = Cluster::new(config.client.clone()).unwrap();
+        Fetcher::new(cluster, config)
+    }
+
+    fn waiting(fetcher: &mut Fetcher, partition: i32, fetched_bytes: usize) {
+        let tp = TopicPartition::new("t", partition);
+        fetcher.partitions.entry(tp).or_default();
+        fetcher.buffered.push_back(Buffered {
+            tp: TopicPartition::new("t", partition),
+            name: Arc::from("t"),
+            epoch: 0,
+            records: VecDeque::new(),
+            fetched_bytes,
+            next: 0,
+        });
+    }
+
+    #[test]
+    fn fetches_ask_for_what_the_waiting_answers_and_those_in_flight_leave_of_fetch_max_bytes() {
+        let mut fetcher = fetcher(10 << 20, 1 << 20);
+        assert_eq!(fetcher.room(), Some(10 << 20));
+        waiting(&mut fetcher, 0, 3 << 20);
+        assert_eq!(fetcher.room(), Some(7 << 20));
+        fetcher.nodes_fetching.insert(1, 5 << 20);
+        assert_eq!(fetcher.room(), Some(2 << 20));
+        // Less room than one partition may answer: no fetch until answers are handed out.
+        waiting(&mut fetcher, 1, (1 << 20) + 1);
+        assert_eq!(fetcher.room(), None);
+        fetcher.buffered.pop_front();
+        assert_eq!(fetcher.room(), Some((4 << 20) - 1));
+        fetcher.nodes_fetching.clear();
+        fetcher.buffered.clear();
+        assert_eq!(fetcher.room(), Some(10 << 20));
+    }
+
+    #[test]
+    fn answers_of_paused_or_moved_partitions_do_not_hold_back_fetches() {
+        let mut fetcher = fetcher(4 << 20, 1 << 20);
+        waiting(&mut fetcher, 0, 2 << 20);
+        waiting(&mut fetcher, 1, 1 << 20);
+        assert_eq!(fetcher.room(), Some(1 << 20));
+        let paused = TopicPartition::new("t", 0);
+        fetcher.partitions.get_mut(&paused).unwrap().paused = true;
+        assert_eq!(fetcher.room(), Some(3 << 20));
+        let moved = TopicPartition::new("t", 1);
+        fetcher.partitions.get_mut(&moved).unwrap().epoch += 1;
+        assert_eq!(fetcher.room(), Some(4 << 20));
+    }
+
+    #[test]
+    fn a_fetch_is_sent_when_nothing_is_held_whatever_the_limits() {
+        // A batch larger than fetch.max.bytes comes whole: it may leave the room at nothing.
+        let mut fetcher = fetcher(1 << 10, 1 << 20);
+        waiting(&mut fetcher, 0, 4 << 10);
+        assert_eq!(fetcher.room(), None);
+        fetcher.buffered.clear();
+        assert_eq!(fetcher.room(), Some(1 << 10));
+        // fetch.max.bytes under max.partition.fetch.bytes: a fetch asks for what is left of
+        // fetch.max.bytes once something is held.
+        waiting(&mut fetcher, 0, 512);
+        assert_eq!(fetcher.room(), None);
+        let mut fetcher = self::fetcher(1 << 20, 4 << 20);
+        waiting(&mut fetcher, 0, 1 << 10);
+        assert_eq!(fetcher.room(), None);
     }
 }
