@@ -47,7 +47,9 @@ pub(crate) fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         use std::sync::Mutex;
-        use std::time::{Duration, Instant};
+        use std::time::Duration;
+
+        use crate::time::Instant;
         static LAST: Mutex<Option<Instant>> = Mutex::new(None);
         let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
         if last.is_some_and(|at| at.elapsed() < Duration::from_secs(1)) {
