@@ -16,7 +16,8 @@ import java.util.List;
  *   bench NAME --bootstrap HOST:PORT [--records N] [--partitions P] [--threads T]
  *                                          throughput of a real KafkaStreams instance
  *   workload-bench WORKLOAD --bootstrap HOST:PORT [--records N] [--keys K] [--value-size B]
- *       [--partitions P] [--guarantee G] [--commit-interval-ms C] [--transactional-stores]
+ *       [--partitions P] [--threads T] [--guarantee G] [--commit-interval-ms C]
+ *       [--transactional-stores]
  *                                          eddy bench streams' workloads (see WorkloadBench)
  *   count-app --bootstrap HOST:PORT --state-dir DIR --input T --output T --application-id ID
  *       [--transactional-stores]           the count workload as an application (see CountApp)
@@ -121,6 +122,7 @@ public final class Main {
         long keys = 100_000;
         int valueSize = 100;
         int partitions = 4;
+        int threads = 1;
         String guarantee = "exactly_once_v2";
         int commitIntervalMs = 100;
         boolean transactionalStores = false;
@@ -140,6 +142,7 @@ public final class Main {
                 case "--keys" -> keys = Long.parseLong(value);
                 case "--value-size" -> valueSize = Integer.parseInt(value);
                 case "--partitions" -> partitions = Integer.parseInt(value);
+                case "--threads" -> threads = Integer.parseInt(value);
                 case "--guarantee" -> guarantee = value;
                 case "--commit-interval-ms" -> commitIntervalMs = Integer.parseInt(value);
                 default -> usage();
@@ -148,8 +151,8 @@ public final class Main {
         if (bootstrap == null) {
             usage();
         }
-        return new WorkloadBench.Load(args[1], bootstrap, records, keys, valueSize, partitions, guarantee,
-                commitIntervalMs, transactionalStores);
+        return new WorkloadBench.Load(args[1], bootstrap, records, keys, valueSize, partitions, threads,
+                guarantee, commitIntervalMs, transactionalStores);
     }
 
     private static void need(String[] args, int n) {
@@ -162,7 +165,7 @@ public final class Main {
         System.err.println("usage: list | describe NAME | driver NAME INPUT OUTPUT | serve"
                 + " | bench NAME --bootstrap HOST:PORT [--records N] [--partitions P] [--threads T]"
                 + " | workload-bench stateless|count|windowed --bootstrap HOST:PORT [--records N] [--keys K]"
-                + " [--value-size B] [--partitions P] [--guarantee G] [--commit-interval-ms C]"
+                + " [--value-size B] [--partitions P] [--threads T] [--guarantee G] [--commit-interval-ms C]"
                 + " [--transactional-stores]"
                 + " | count-app --bootstrap HOST:PORT --state-dir DIR --input T --output T --application-id ID"
                 + " [--transactional-stores]"

@@ -37,7 +37,9 @@ import org.apache.kafka.streams.kstream.WindowedSerdes;
  * The workloads of {@code eddy bench streams}, on a real {@link KafkaStreams} instance, with the
  * same input and the same measure: {@code records} keyed records of {@code valueSize} bytes over
  * {@code keys} keys ({@code key-<i mod keys>}) are produced to a fresh topic; the clock runs from
- * the application's RUNNING state until every input offset is committed. Prints one JSON line.
+ * the application's RUNNING state until every input offset is committed. Prints one JSON line,
+ * with the process's peak resident memory while the application ran ({@code peak_rss_mb},
+ * sampled from {@code /proc/self/status}; the producer's memory is collected before it starts).
  *
  * <ul>
  *   <li>{@code stateless}: {@code filter(v not empty).mapValues(v -> length)};
@@ -56,6 +58,7 @@ public final class WorkloadBench {
             long keys,
             int valueSize,
             int partitions,
+            int threads,
             String guarantee,
             int commitIntervalMs,
             boolean transactionalStores) {}
@@ -97,6 +100,10 @@ public final class WorkloadBench {
                     new NewTopic(input, load.partitions(), (short) 1),
                     new NewTopic(output, load.partitions(), (short) 1))).all().get();
             produce(load, input);
+            // The producer's buffers and keys are garbage now: a full collection gives their
+            // heap back (G1 shrinks the heap after it), so that it is not counted as the
+            // application's memory.
+            System.gc();
             Map<TopicPartition, Long> ends = endOffsets(admin, input, load.partitions());
 
             String appId = "ks-bench-" + runId;
@@ -107,27 +114,32 @@ public final class WorkloadBench {
             props.put(StreamsConfig.STATE_DIR_CONFIG, stateDir.toString());
             props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, load.guarantee());
             props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, load.commitIntervalMs());
+            props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, load.threads());
             props.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
             if (load.transactionalStores()) {
                 props.put("enable.transactional.statestores", "true");
             }
             KafkaStreams streams = new KafkaStreams(topology(load.workload(), input, output), props);
+            long peakRssKib = residentKib();
             streams.start();
             long deadline = System.nanoTime() + Duration.ofMinutes(10).toNanos();
             while (streams.state() != KafkaStreams.State.RUNNING) {
                 check(streams, deadline);
                 Thread.sleep(5);
+                peakRssKib = Math.max(peakRssKib, residentKib());
             }
             long start = System.nanoTime();
             while (!committedUpTo(admin, appId, ends)) {
                 check(streams, deadline);
                 Thread.sleep(5);
+                peakRssKib = Math.max(peakRssKib, residentKib());
             }
             double seconds = (System.nanoTime() - start) / 1e9;
             System.out.printf(
                     "{\"test\":\"kafka-streams-%s\",\"guarantee\":\"%s\",\"records\":%d,\"seconds\":%.3f,"
-                            + "\"records_per_sec\":%.0f}%n",
-                    load.workload(), load.guarantee(), load.records(), seconds, load.records() / seconds);
+                            + "\"records_per_sec\":%.0f,\"partitions\":%d,\"threads\":%d,\"peak_rss_mb\":%d}%n",
+                    load.workload(), load.guarantee(), load.records(), seconds, load.records() / seconds,
+                    load.partitions(), load.threads(), peakRssKib / 1024);
             streams.close(Duration.ofSeconds(60));
             streams.cleanUp();
             try (Stream<Path> walk = Files.walk(stateDir)) {
@@ -135,6 +147,20 @@ public final class WorkloadBench {
             }
             admin.deleteTopics(List.of(input, output)).all().get();
         }
+    }
+
+    /** The process's resident memory now, in KiB ({@code VmRSS}); 0 where it cannot be read. */
+    private static long residentKib() {
+        try {
+            for (String line : Files.readAllLines(Path.of("/proc/self/status"))) {
+                if (line.startsWith("VmRSS:")) {
+                    return Long.parseLong(line.replaceAll("[^0-9]", ""));
+                }
+            }
+        } catch (java.io.IOException | NumberFormatException e) {
+            return 0;
+        }
+        return 0;
     }
 
     private static void check(KafkaStreams streams, long deadline) {
