@@ -461,10 +461,14 @@ impl Fetcher {
             !waiting_on_buffer.contains(leader)
                 || tps.iter().any(|tp| !partitions[tp].is_caught_up())
         });
-        for (node, partitions) in by_leader {
-            let Some(max_bytes) = self.room() else {
+        let fetches = by_leader.len();
+        for (sent, (node, partitions)) in by_leader.into_iter().enumerate() {
+            // The room is shared by the brokers fetched from now, so that a fetch left
+            // waiting at one broker does not hold back the others.
+            let Some(room) = self.room() else {
                 break;
             };
+            let max_bytes = share(room, fetches - sent, self.least_fetch());
             let broker = match self.cluster.node(node).await {
                 Ok(b) => b,
                 Err(e) => {
@@ -543,13 +547,19 @@ impl Fetcher {
             .sum();
         let held = waiting + self.nodes_fetching.values().sum::<usize>();
         let room = most.saturating_sub(held);
-        let least = usize::try_from(self.config.max_partition_fetch_bytes)
-            .unwrap_or(0)
-            .min(most);
-        if held > 0 && room < least {
+        if held > 0 && room < usize::try_from(self.least_fetch()).unwrap_or(0) {
             return None;
         }
         Some(i32::try_from(room.max(1)).unwrap_or(i32::MAX))
+    }
+
+    /// The least room a fetch is sent with: what one partition may answer
+    /// (`max.partition.fetch.bytes`), or `fetch.max.bytes` if smaller.
+    fn least_fetch(&self) -> i32 {
+        self.config
+            .max_partition_fetch_bytes
+            .min(self.config.fetch_max_bytes)
+            .max(1)
     }
 
     fn fetch_request(
@@ -697,6 +707,14 @@ impl Fetcher {
         }
         Ok(())
     }
+}
+
+/// What one of `fetches` fetches about to be sent asks for of `room` bytes: an even share, but
+/// not less than `least` (nor more than the room), so that the first of them go when the room
+/// does not stretch to all.
+fn share(room: i32, fetches: usize, least: i32) -> i32 {
+    let fetches = i32::try_from(fetches.max(1)).unwrap_or(i32::MAX);
+    (room / fetches).max(least).min(room)
 }
 
 /// Decodes the records of each partition asked for (topic name, partition, offset) that
@@ -867,6 +885,16 @@ mod tests {
         let moved = TopicPartition::new("t", 1);
         fetcher.partitions.get_mut(&moved).unwrap().epoch += 1;
         assert_eq!(fetcher.room(), Some(4 << 20));
+    }
+
+    #[test]
+    fn brokers_fetched_from_together_share_the_room() {
+        assert_eq!(share(16 << 20, 1, 1 << 20), 16 << 20);
+        assert_eq!(share(15 << 20, 3, 1 << 20), 5 << 20);
+        // Too little for an even share: the first fetches take what one partition may answer.
+        assert_eq!(share(2 << 20, 4, 1 << 20), 1 << 20);
+        assert_eq!(share(1 << 19, 4, 1 << 20), 1 << 19);
+        assert_eq!(share(100, 0, 1), 100);
     }
 
     #[test]
