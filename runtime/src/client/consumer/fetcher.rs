@@ -844,9 +844,9 @@ mod tests {
 
     fn waiting(fetcher: &mut Fetcher, partition: i32, fetched_bytes: usize) {
         let tp = TopicPartition::new("t", partition);
-        fetcher.partitions.entry(tp).or_default();
+        fetcher.partitions.entry(tp.clone()).or_default();
         fetcher.buffered.push_back(Buffered {
-            tp: TopicPartition::new("t", partition),
+            tp,
             name: Arc::from("t"),
             epoch: 0,
             records: VecDeque::new(),
