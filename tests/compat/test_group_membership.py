@@ -43,11 +43,18 @@ def test_a_killed_members_partitions_move_and_committed_records_are_not_redone(b
     procs = [subprocess.Popen([sys.executable, str(MEMBER), broker.bootstrap, group, topic_name, log, "0.002"])
              for log in logs]
     try:
-        # Let every member get going, then kill one without warning.
+        # Let every member get going, then kill one without warning, in the middle of a
+        # partition: a member that joined late can leave the victim time to finish one.
         deadline = time.monotonic() + 60
-        while not all(os.path.exists(l) and len(read_log(l)) >= 20 for l in logs):
+
+        def latest(log):
+            rows = read_log(log)
+            return max(rows.items(), key=lambda kv: max(e[0] for e in kv[1]))[0] if rows else None
+
+        while not (all(os.path.exists(l) and len(read_log(l)) >= 20 for l in logs)
+                   and latest(logs[0])[1] < records // partitions - 50):
             assert time.monotonic() < deadline, "the members never got going"
-            time.sleep(0.1)
+            time.sleep(0.05)
         procs[0].send_signal(signal.SIGKILL)
         procs[0].wait()
         killed_at = time.time()
