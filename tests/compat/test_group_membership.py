@@ -48,6 +48,7 @@ def test_a_killed_members_partitions_move_and_committed_records_are_not_redone(b
         deadline = time.monotonic() + 60
 
         def latest(log):
+            """The (partition, offset) a member logged last."""
             rows = read_log(log)
             return max(rows.items(), key=lambda kv: max(e[0] for e in kv[1]))[0] if rows else None
 
@@ -58,8 +59,7 @@ def test_a_killed_members_partitions_move_and_committed_records_are_not_redone(b
         procs[0].send_signal(signal.SIGKILL)
         procs[0].wait()
         killed_at = time.time()
-        victim = read_log(logs[0])
-        last_partition, last_offset = max(victim.items(), key=lambda kv: max(e[0] for e in kv[1]))[0]
+        last_partition, last_offset = latest(logs[0])
         # The others take over its partitions after its session expires and finish the topic.
         deadline = time.monotonic() + 90
         while True:
