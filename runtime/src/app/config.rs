@@ -391,8 +391,10 @@ pub struct StateMemory {
     pub record_caches: usize,
     /// The write buffers of every task, split evenly among the stream threads.
     pub write_buffers: usize,
-    /// sled's page cache, for the whole instance: what is left once the caches, the write
-    /// buffers and [`StateMemory::DATABASE_OVERHEAD`] are taken.
+    /// The pages of the stores in memory, for the whole instance: what is left once the
+    /// caches, the write buffers and [`StateMemory::DATABASE_OVERHEAD`] are taken. Half of
+    /// it is sled's page cache, half the pages the stores hold beside their bounds (a read
+    /// of a key whose page is held takes no walk of sled's tree).
     pub page_cache: usize,
 }
 

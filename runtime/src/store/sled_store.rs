@@ -17,7 +17,7 @@ mod bounds;
 mod page;
 mod paged;
 
-pub(crate) use bounds::SharedTree;
+pub(crate) use bounds::{PageBudget, SharedTree, TreeShare};
 use paged::sorted;
 pub(crate) use paged::{checkpoint_writes, PageSize, Pages, CHANGELOG_OFFSET};
 

@@ -15,7 +15,9 @@ use std::time::Duration;
 use eddy_core::streams::store::{BytesStore, StoreBuilder, StoreSupplier};
 
 use super::applier::Applier;
-use super::sled_store::{PageSize, SharedTree, SledBytesStore, CHANGELOG_OFFSET};
+use super::sled_store::{
+    PageBudget, PageSize, SharedTree, SledBytesStore, TreeShare, CHANGELOG_OFFSET,
+};
 use crate::time::Instant;
 
 /// The directory of the instance's database, under the application's state directory.
@@ -29,6 +31,8 @@ pub struct SledStores {
     dir: PathBuf,
     /// The bytes of sled's page cache.
     page_cache: u64,
+    /// What the pages the stores hold beside their bounds may take, every tree together.
+    held_pages: Arc<PageBudget>,
     /// The database, opened with the first store or the first look at the state on disk.
     database: Mutex<Option<sled::Db>>,
     /// What the stores over each tree share (its scan lock, its pages' bounds), by task and
@@ -92,12 +96,15 @@ impl SledStores {
         Self::with_page_cache(dir, default_page_cache())
     }
 
-    /// Stores under `dir` whose database keeps a page cache of `bytes` (sled's
-    /// `cache_capacity`: what it counts of the pages it keeps in memory).
+    /// Stores under `dir` whose pages in memory take `bytes`: half of it sled's page cache
+    /// (its `cache_capacity`: what it counts of the nodes it keeps in memory), half the
+    /// pages the stores hold beside their bounds, read without a walk of sled's tree.
     pub fn with_page_cache(dir: impl Into<PathBuf>, bytes: u64) -> Self {
+        let held = bytes / 2;
         Self {
             dir: dir.into(),
-            page_cache: bytes,
+            page_cache: bytes - held,
+            held_pages: PageBudget::new(usize::try_from(held).unwrap_or(usize::MAX)),
             database: Mutex::new(None),
             tree_shares: Mutex::new(HashMap::new()),
             applier: OnceLock::new(),
@@ -285,6 +292,13 @@ impl SledStores {
     /// still; the next stores of the task open them again).
     pub fn close(&self, task: &str) -> Result<(), sled::Error> {
         tracing::debug!(task, "writing a closed task's stores to disk");
+        let shares = self.tree_shares.lock().unwrap_or_else(|e| e.into_inner());
+        for ((owner, _), share) in shares.iter() {
+            if owner == task {
+                share.forget_pages();
+            }
+        }
+        drop(shares);
         let database = self.database.lock().unwrap_or_else(|e| e.into_inner());
         match &*database {
             Some(db) => db.flush().map(|_| ()),
@@ -368,7 +382,7 @@ impl StoreSupplier for SledStores {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .entry((task.to_string(), name.to_string()))
-            .or_default()
+            .or_insert_with(|| Arc::new(TreeShare::new(self.held_pages.clone())))
             .clone();
         let store = SledBytesStore::with_page_size(tree, PageSize::default(), share).leased(lease);
         Box::new(match self.applier() {

@@ -7,17 +7,16 @@
 //! writes, cut into pages of about [`PageSize::target`] bytes when it outgrows
 //! [`PageSize::max`], and joined with the pages after it while it is under
 //! [`PageSize::min`]. Only the thread applying a batch writes pages; a read of one key finds
-//! its page's bound in memory ([`TreeShare`](super::bounds::TreeShare)) and reads the page
-//! with one sled lookup, atomic against a batch, and a scan holds off batches while it runs,
-//! so it sees every page as one batch left it.
+//! its page's bound in memory ([`TreeShare`](super::bounds::TreeShare)) and the page held
+//! beside it, or reads the page with one sled lookup, atomic against a batch, and holds it;
+//! a scan holds off batches while it runs, so it sees every page as one batch left it.
 
-use std::collections::BTreeSet;
 use std::ops::Bound;
 
 use eddy_core::streams::store::{BatchWrite, SharedWrites, Visit};
 use sled::IVec;
 
-use super::bounds::{BoundChange, SharedTree};
+use super::bounds::{BoundChange, PageWrite, SharedTree};
 use super::page::{DamagedPage, Page, Run, TooLarge};
 
 /// The prefix of the entries of stores written before pages (one sled entry each).
@@ -129,10 +128,11 @@ impl Pages {
         &self.tree
     }
 
-    /// The page that holds `key` (or would): its sled key and bytes.
-    fn page_at(&self, key: &[u8]) -> Result<Option<(IVec, IVec)>> {
+    /// The page that holds `key` (or would): its sled key and bytes; held in memory from
+    /// then on when `hold` (a read of one key, not a batch's or a scan's walk).
+    fn page_at(&self, key: &[u8], hold: bool) -> Result<Option<(IVec, IVec)>> {
         with_prefixed(PAGE, key, |upper| {
-            if let Some(found) = self.page_by_bounds(upper, false)? {
+            if let Some(found) = self.page_by_bounds(upper, false, hold)? {
                 return Ok(found);
             }
             let found = self.tree.range(&[PAGE][..]..=upper).next_back();
@@ -142,7 +142,7 @@ impl Pages {
 
     /// The page after the one at `page_key` (or the first page, after `[PAGE]`).
     fn page_after(&self, page_key: &[u8]) -> Result<Option<(IVec, IVec)>> {
-        if let Some(found) = self.page_by_bounds(page_key, true)? {
+        if let Some(found) = self.page_by_bounds(page_key, true, false)? {
             return Ok(found);
         }
         let range = (Bound::Excluded(page_key), Bound::Excluded(&[PAGE + 1][..]));
@@ -150,9 +150,14 @@ impl Pages {
     }
 
     /// The page at or before `page_key` (after it when `after`) found through the bounds in
-    /// memory; `None` when they cannot say (not read yet, or a batch changed the pages
-    /// meanwhile).
-    fn page_by_bounds(&self, page_key: &[u8], after: bool) -> Result<Option<Option<(IVec, IVec)>>> {
+    /// memory, held beside them from then on when `hold`; `None` when they cannot say (not
+    /// read yet, or a batch changed the pages meanwhile).
+    fn page_by_bounds(
+        &self,
+        page_key: &[u8],
+        after: bool,
+        hold: bool,
+    ) -> Result<Option<Option<(IVec, IVec)>>> {
         let Some(ticket) = self.share.ticket() else {
             return Ok(None);
         };
@@ -160,8 +165,14 @@ impl Pages {
             return Ok(None);
         };
         let page = match found {
-            Some(key) => match self.tree.get(&key)? {
-                Some(bytes) => Some((key, bytes)),
+            Some((key, Some(bytes))) => Some((key, bytes)),
+            Some((key, None)) => match self.tree.get(&key)? {
+                Some(bytes) => {
+                    if hold {
+                        self.share.hold(&key, &bytes, ticket);
+                    }
+                    Some((key, bytes))
+                }
                 None => return Ok(None),
             },
             None => None,
@@ -177,7 +188,7 @@ impl Pages {
 
     /// Appends the value of `key` to `out`; `false` when there is none.
     pub(crate) fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
-        let Some((_, bytes)) = self.page_at(key)? else {
+        let Some((_, bytes)) = self.page_at(key, true)? else {
             return Ok(false);
         };
         let page = Page::parse(&bytes)?;
@@ -200,7 +211,7 @@ impl Pages {
     ) -> Result<()> {
         let _batches_wait = self.share.hold_batches();
         let mut current = match from {
-            Bound::Included(key) | Bound::Excluded(key) => self.page_at(key)?,
+            Bound::Included(key) | Bound::Excluded(key) => self.page_at(key, false)?,
             Bound::Unbounded => None,
         };
         if current.is_none() {
@@ -239,11 +250,12 @@ impl Pages {
         self.share.read_bounds(|| self.page_keys())?;
         let mut batch = sled::Batch::default();
         let mut changes: Vec<BoundChange> = Vec::new();
+        let mut written: Vec<PageWrite> = Vec::new();
         let mut batch_bytes = 0;
         let (mut run, mut out) = (Run::default(), Vec::new());
         let mut next_write = 0;
         while let Some(&(first, _)) = writes.get(next_write) {
-            let (key, bytes) = match self.page_at(first)? {
+            let (key, bytes) = match self.page_at(first, false)? {
                 Some((key, bytes)) => (key, Some(bytes)),
                 None => (IVec::from(&[PAGE]), None),
             };
@@ -280,30 +292,39 @@ impl Pages {
                             added
                         },
                     );
-                    batch.insert(key, page);
+                    let page = IVec::from(page);
                     batch_bytes += page.len();
+                    batch.insert(key.clone(), page.clone());
+                    written.push((key, page));
                 })?;
             }
             if batch_bytes >= self.size.most_batch_bytes && next_write < writes.len() {
-                self.write(std::mem::take(&mut batch), &mut changes)?;
+                self.write(std::mem::take(&mut batch), &mut changes, &mut written)?;
                 batch_bytes = 0;
             }
         }
         finish(&mut batch);
-        self.write(batch, &mut changes)
+        self.write(batch, &mut changes, &mut written)
     }
 
-    /// Applies one sled batch, with the changes it makes to which pages exist.
-    fn write(&self, batch: sled::Batch, changes: &mut Vec<BoundChange>) -> Result<()> {
+    /// Applies one sled batch, with the changes it makes to which pages exist and the pages
+    /// it writes.
+    fn write(
+        &self,
+        batch: sled::Batch,
+        changes: &mut Vec<BoundChange>,
+        written: &mut Vec<PageWrite>,
+    ) -> Result<()> {
         let applied = self
             .share
-            .apply_batch(changes, || self.tree.apply_batch(batch));
+            .apply_batch(changes, written, || self.tree.apply_batch(batch));
         changes.clear();
+        written.clear();
         Ok(applied?)
     }
 
     /// The keys of every page, read from the tree.
-    fn page_keys(&self) -> sled::Result<BTreeSet<IVec>> {
+    fn page_keys(&self) -> sled::Result<Vec<IVec>> {
         self.tree
             .scan_prefix([PAGE])
             .map(|entry| entry.map(|(key, _)| key))

@@ -90,6 +90,8 @@ proptest! {
     fn the_sled_store_answers_as_the_store_in_memory(
         ops in proptest::collection::vec(op(), 0..40),
         tiny_pages in any::<bool>(),
+        // Pages held beside the bounds: none, one or two at a time, or all of them.
+        held in prop_oneof![Just(0usize), Just(100), Just(8 << 20)],
     ) {
         let dir = tempfile::tempdir().unwrap();
         // Pages of an entry or two, a sled batch each: every batch splits and joins pages.
@@ -98,13 +100,16 @@ proptest! {
         } else {
             PageSize::default()
         };
-        let mut sled = SledBytesStore::with_page_size(tree(dir.path()), size, SharedTree::default());
+        let budget = PageBudget::new(held);
+        let share = Arc::new(TreeShare::new(budget.clone()));
+        let mut sled = SledBytesStore::with_page_size(tree(dir.path()), size, share);
         let mut memory = InMemoryBytesStore::new();
         for (i, op) in ops.iter().enumerate() {
             let offset = i64::try_from(i).unwrap();
             prop_assert_eq!(apply(&mut sled, op, offset), apply(&mut memory, op, offset));
             prop_assert_eq!(sled.len(), memory.len());
             prop_assert_eq!(sled.pages.as_ref().unwrap().check(), Ok(()));
+            prop_assert!(budget.held() <= held, "{} held of {held}", budget.held());
         }
         prop_assert_eq!(contents(&sled), contents(&memory));
         prop_assert_eq!(sled.changelog_offset(), memory.changelog_offset());
@@ -274,6 +279,12 @@ fn while_batches_split_and_join_the_pages(read: impl Fn(&SledBytesStore, &[Vec<u
             read(&reader, &kept);
         }
     });
+    // The last batch wrote "v" to every kept key: no page held is older.
+    for key in &kept {
+        let mut value = Vec::new();
+        assert!(reader.get_into(key, &mut value), "{key:?} not found");
+        assert_eq!(value, b"v", "{key:?}");
+    }
     assert_eq!(reader.failure(), None);
     assert_eq!(writer.failure(), None);
 }
@@ -333,4 +344,60 @@ fn the_bounds_in_memory_follow_every_batch() {
         assert!(in_tree.len() > 1, "round {round}: {} pages", in_tree.len());
         assert_eq!(share.bound_keys(), Some(in_tree), "round {round}");
     }
+}
+
+#[test]
+fn a_held_page_is_rewritten_by_the_batches_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let budget = PageBudget::new(1 << 20);
+    let share = Arc::new(TreeShare::new(budget.clone()));
+    let mut store = SledBytesStore::with_page_size(tree(dir.path()), SMALL_PAGES, share.clone());
+    let keys: Vec<[u8; 4]> = (0..200u32).map(|i| i.to_be_bytes()).collect();
+    let read_all = |store: &SledBytesStore, expected: &[u8]| {
+        for key in &keys {
+            let mut value = Vec::new();
+            assert!(store.get_into(key, &mut value), "{key:?} not found");
+            assert_eq!(value, expected, "{key:?}");
+        }
+    };
+    for round in 0..4u8 {
+        // Values of one length, then of another: pages rewritten in place, then cut.
+        let value = vec![round; 1 + usize::from(round) * 3];
+        let mut writes: Vec<BatchWrite<'_>> =
+            keys.iter().map(|k| (&k[..], Some(&value[..]))).collect();
+        store.write_batch(&mut writes.drain(..), None);
+        read_all(&store, &value);
+        assert!(share.held_bytes() > 0, "round {round}: no page held");
+        assert_eq!(budget.held(), share.held_bytes());
+    }
+    share.forget_pages();
+    assert_eq!(budget.held(), 0);
+    read_all(&store, &[3; 10]);
+    drop(store);
+    drop(share);
+    assert_eq!(budget.held(), 0, "a dropped tree gives its pages back");
+}
+
+#[test]
+fn the_pages_held_stay_within_their_budget_and_every_read_is_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let most = 1_000;
+    let budget = PageBudget::new(most);
+    let share = Arc::new(TreeShare::new(budget.clone()));
+    let mut store = SledBytesStore::with_page_size(tree(dir.path()), SMALL_PAGES, share.clone());
+    let keys: Vec<[u8; 4]> = (0..500u32).map(|i| i.to_be_bytes()).collect();
+    let mut writes: Vec<BatchWrite<'_>> = keys.iter().map(|k| (&k[..], Some(&k[..]))).collect();
+    store.write_batch(&mut writes.drain(..), None);
+    let mut most_held = 0;
+    for pass in 0..3 {
+        for key in keys.iter().rev().skip(pass) {
+            let mut value = Vec::new();
+            assert!(store.get_into(key, &mut value), "{key:?} not found");
+            assert_eq!(value, key);
+            most_held = most_held.max(budget.held());
+        }
+    }
+    assert!(most_held <= most, "{most_held} bytes held of {most}");
+    // Pages of about 64 bytes cost about 128: the budget holds several, not all 60 or so.
+    assert!(most_held > most / 2, "{most_held} bytes held of {most}");
 }
