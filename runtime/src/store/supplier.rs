@@ -96,11 +96,12 @@ impl SledStores {
         Self::with_page_cache(dir, default_page_cache())
     }
 
-    /// Stores under `dir` whose pages in memory take `bytes`: half of it sled's page cache
-    /// (its `cache_capacity`: what it counts of the nodes it keeps in memory), half the
-    /// pages the stores hold beside their bounds, read without a walk of sled's tree.
+    /// Stores under `dir` whose pages in memory take `bytes`: three quarters of it sled's
+    /// page cache (its `cache_capacity`: what it counts of the nodes it keeps in memory), a
+    /// quarter the pages the stores hold beside their bounds, read without a walk of sled's
+    /// tree.
     pub fn with_page_cache(dir: impl Into<PathBuf>, bytes: u64) -> Self {
-        let held = bytes / 2;
+        let held = bytes / 4;
         Self {
             dir: dir.into(),
             page_cache: bytes - held,

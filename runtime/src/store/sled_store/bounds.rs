@@ -31,6 +31,12 @@ pub(super) type PageWrite = (IVec, IVec);
 /// the slot beside its bound.
 const HELD_PAGE_OVERHEAD: usize = 64;
 
+/// How many times its bytes a page held is counted at. Held pages are replaced by every
+/// checkpoint that rewrites them, and the holes the old ones leave among long-lived
+/// allocations stay resident: measured at 10M keys of count state, pages held grew the
+/// process by about 1.8 times what they held.
+const HELD_PAGE_RESIDENCE: usize = 2;
+
 /// The memory the pages held by an instance's trees may take together.
 #[derive(Debug)]
 pub(crate) struct PageBudget {
@@ -81,7 +87,7 @@ impl Slot {
 }
 
 fn cost(page: &IVec) -> usize {
-    page.len() + HELD_PAGE_OVERHEAD
+    page.len() * HELD_PAGE_RESIDENCE + HELD_PAGE_OVERHEAD
 }
 
 /// Shared by every [`Pages`](super::Pages) of one tree.

@@ -398,6 +398,6 @@ fn the_pages_held_stay_within_their_budget_and_every_read_is_answered() {
         }
     }
     assert!(most_held <= most, "{most_held} bytes held of {most}");
-    // Pages of about 64 bytes cost about 128: the budget holds several, not all 60 or so.
+    // Pages of about 64 bytes count about 192: the budget holds several, not all 60 or so.
     assert!(most_held > most / 2, "{most_held} bytes held of {most}");
 }
