@@ -37,13 +37,16 @@ pub struct SledStores {
     database: Mutex<Option<sled::Db>>,
     /// What the stores over each tree share (its scan lock, its pages' bounds), by task and
     /// store: a query reads a task's store through a store of its own over the same tree.
-    tree_shares: Mutex<HashMap<(String, String), SharedTree>>,
+    tree_shares: TreeShares,
     /// The thread that applies the stores' checkpoints, started with the first store (none
     /// if it could not be: the stores then apply their checkpoints themselves).
     applier: OnceLock<Option<Applier>>,
     /// Which tasks have stores open, and since when the others' state lies unused.
     uses: Arc<Mutex<TaskUses>>,
 }
+
+/// What the stores over each tree share, by task and store.
+type TreeShares = Arc<Mutex<HashMap<(String, String), SharedTree>>>;
 
 /// The tasks whose state is in use: those with stores open, and since when each of the
 /// others has had none.
@@ -57,11 +60,13 @@ struct TaskUses {
     cleaned: HashSet<String>,
 }
 
-/// A store's hold on its task's state: while a task has one, its trees stay.
+/// A store's hold on its task's state: while a task has one, its trees stay, and so do the
+/// pages its trees hold in memory.
 #[derive(Debug)]
 pub(crate) struct TaskLease {
     task: String,
     uses: Arc<Mutex<TaskUses>>,
+    shares: TreeShares,
 }
 
 impl Drop for TaskLease {
@@ -72,6 +77,13 @@ impl Drop for TaskLease {
         if *open == 0 {
             uses.open.remove(&self.task);
             uses.released.insert(self.task.clone(), Instant::now());
+            // The task's last store is closed: its pages leave the budget to the others.
+            let shares = self.shares.lock().unwrap_or_else(|e| e.into_inner());
+            for ((task, _), share) in shares.iter() {
+                if *task == self.task {
+                    share.forget_pages();
+                }
+            }
         }
     }
 }
@@ -107,7 +119,7 @@ impl SledStores {
             page_cache: bytes - held,
             held_pages: PageBudget::new(usize::try_from(held).unwrap_or(usize::MAX)),
             database: Mutex::new(None),
-            tree_shares: Mutex::new(HashMap::new()),
+            tree_shares: TreeShares::default(),
             applier: OnceLock::new(),
             uses: Arc::default(),
         }
@@ -167,6 +179,7 @@ impl SledStores {
         TaskLease {
             task: task.to_string(),
             uses: self.uses.clone(),
+            shares: self.tree_shares.clone(),
         }
     }
 
@@ -293,13 +306,6 @@ impl SledStores {
     /// still; the next stores of the task open them again).
     pub fn close(&self, task: &str) -> Result<(), sled::Error> {
         tracing::debug!(task, "writing a closed task's stores to disk");
-        let shares = self.tree_shares.lock().unwrap_or_else(|e| e.into_inner());
-        for ((owner, _), share) in shares.iter() {
-            if owner == task {
-                share.forget_pages();
-            }
-        }
-        drop(shares);
         let database = self.database.lock().unwrap_or_else(|e| e.into_inner());
         match &*database {
             Some(db) => db.flush().map(|_| ()),

@@ -14,16 +14,21 @@ fn counts() -> StoreBuilder {
     )
 }
 
+/// A store's layers under exactly-once without a record cache.
+fn logged_and_buffered() -> LayerConfig {
+    LayerConfig {
+        logging: true,
+        cache: None,
+        write_buffer: true,
+    }
+}
+
 #[test]
 fn a_task_store_over_sled_keeps_only_committed_writes_under_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
     let stores = SledStores::new(dir.path());
     let definition = counts();
-    let config = LayerConfig {
-        logging: true,
-        cache: None,
-        write_buffer: true,
-    };
+    let config = logged_and_buffered();
     let mut store = LayeredKeyValueStore::new("counts", stores.inner("0_0", &definition), config);
     store.put_slice(b"a", Some(b"1"));
     store.layers_mut().commit(Some(1));
@@ -179,4 +184,37 @@ async fn a_tasks_state_is_dropped_once_unused_for_the_cleanup_delay() {
     assert!(!stores.is_cleaned("0_0"));
     assert_eq!(back.changelog_offset(), None);
     assert!(contents(&*back).is_empty());
+}
+
+#[test]
+fn a_task_gives_up_the_pages_it_holds_when_its_last_store_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let stores = SledStores::new(dir.path());
+    let definition = counts();
+    let config = logged_and_buffered();
+    let keys: Vec<String> = (0..2_000).map(|i| format!("key-{i}")).collect();
+    let open =
+        |task| LayeredKeyValueStore::new("counts", stores.inner(task, &definition), config.clone());
+    let mut store = open("0_0");
+    for key in &keys {
+        store.put_slice(key.as_bytes(), Some(b"1"));
+    }
+    store.layers_mut().commit(Some(1));
+    store.layers_mut().checkpoint(Checkpoint::Wait);
+    drop(store);
+    assert_eq!(stores.held_pages.held(), 0);
+    // Opened again: its reads go to sled, and hold the pages they fetch.
+    let store = open("0_0");
+    let other = open("1_0");
+    for key in &keys {
+        assert_eq!(store.get(key.as_bytes()).as_deref(), Some(&b"1"[..]));
+    }
+    assert!(stores.held_pages.held() > 0, "no page held");
+    drop(store);
+    assert_eq!(
+        stores.held_pages.held(),
+        0,
+        "the closed task's pages are still held"
+    );
+    drop(other);
 }
