@@ -17,6 +17,7 @@ mod graph;
 pub mod pattern;
 mod processor;
 mod record;
+mod reuse;
 pub mod store;
 mod task;
 mod topology;

@@ -7,13 +7,12 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::log::{Header, Timestamp};
+use crate::streams::reuse::clear_keeping_room;
 
-/// The bytes of keys and values a task's output (or a store's changelog) keeps room for once
-/// cleared: a task of many that once wrote a large batch does not hold its room while the
-/// others run.
+/// The bytes of keys and values a task's output keeps room for once cleared, at least.
 const KEPT_BYTES: usize = 16 << 10;
 
-/// The records a task's output (or a store's changelog) keeps room for once cleared.
+/// The records a task's output keeps room for once cleared, at least.
 const KEPT_RECORDS: usize = 256;
 
 /// A record a sink wrote, as the task keeps it.
@@ -121,13 +120,13 @@ impl Output {
             .collect()
     }
 
-    /// Forgets every record, keeping the buffers for the next ones up to a few KiB: a task of
-    /// many that once wrote a large batch does not hold its room while the others run.
+    /// Forgets every record, keeping room for as many as were written since the last clear
+    /// (a few KiB at least): a task of many that once wrote a large batch does not hold its
+    /// room while the others run, and one that writes as much at every commit does not grow
+    /// its buffers again each time.
     pub fn clear(&mut self) {
-        self.data.clear();
-        self.data.shrink_to(KEPT_BYTES);
-        self.records.clear();
-        self.records.shrink_to(KEPT_RECORDS);
+        clear_keeping_room(&mut self.data, KEPT_BYTES);
+        clear_keeping_room(&mut self.records, KEPT_RECORDS);
     }
 
     /// The buffer keys and values are written into, and where the next one starts.

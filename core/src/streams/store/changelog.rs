@@ -5,6 +5,7 @@
 use bytes::Bytes;
 
 use super::ChangelogRecord;
+use crate::streams::reuse::clear_keeping_room;
 
 /// The bytes of keys and values a cleared buffer keeps room for.
 const KEPT_BYTES: usize = 8 << 10;
@@ -47,14 +48,13 @@ impl ChangelogBuffer {
         }
     }
 
-    /// Forgets the writes, keeping the buffers for the next ones up to [`KEPT_BYTES`] and
-    /// [`KEPT_WRITES`]: a store of many that once wrote a large batch does not hold its room
-    /// while the others run.
+    /// Forgets the writes, keeping room for as many as were made since the last clear (at
+    /// least [`KEPT_BYTES`] and [`KEPT_WRITES`]): a store of many that once wrote a large
+    /// batch does not hold its room while the others run, and one that writes as much at
+    /// every commit does not grow its buffers again each time.
     pub(crate) fn clear(&mut self) {
-        self.data.clear();
-        self.data.shrink_to(KEPT_BYTES);
-        self.writes.clear();
-        self.writes.shrink_to(KEPT_WRITES);
+        clear_keeping_room(&mut self.data, KEPT_BYTES);
+        clear_keeping_room(&mut self.writes, KEPT_WRITES);
     }
 }
 
