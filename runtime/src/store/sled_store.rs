@@ -13,6 +13,7 @@ use eddy_core::streams::store::{
 use super::applier::{Applier, Job};
 use super::supplier::TaskLease;
 
+mod bound_index;
 mod bounds;
 mod page;
 mod paged;

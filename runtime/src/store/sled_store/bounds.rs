@@ -14,12 +14,12 @@
 //! The pages held by every tree of an instance share one [`PageBudget`]: a tree over it gives
 //! up pages not read since the hand of its clock last passed them before it holds another.
 
-use std::collections::BTreeMap;
-use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 use sled::IVec;
+
+use super::bound_index::BoundIndex;
 
 /// A page key (its bound under the page prefix) that a batch adds (`true`) or removes.
 pub(super) type BoundChange = (IVec, bool);
@@ -96,7 +96,7 @@ pub(crate) struct TreeShare {
     /// Held for reading by scans and for writing by each sled batch of pages.
     scans: RwLock<()>,
     /// The page keys, once read from the tree, each with its page while held.
-    bounds: RwLock<Option<BTreeMap<IVec, Slot>>>,
+    bounds: RwLock<Option<BoundIndex<Slot>>>,
     /// Odd while a batch that adds or removes pages is applied.
     changing: AtomicU64,
     /// Batches that wrote pages, counted once sled has them.
@@ -169,13 +169,11 @@ impl TreeShare {
     pub(super) fn find(&self, key: &[u8], after: bool) -> Option<Option<Found>> {
         let bounds = self.bounds();
         let bounds = bounds.as_ref()?;
-        let found = if after {
-            let range = (Bound::Excluded(key), Bound::Unbounded);
-            bounds.range::<[u8], _>(range).next()
-        } else {
-            let range = (Bound::Unbounded, Bound::Included(key));
-            bounds.range::<[u8], _>(range).next_back()
+        let found = match after {
+            true => bounds.after(key),
+            false => bounds.at_or_before(key),
         };
+        let found = found.and_then(|i| bounds.get(i));
         Some(found.map(|(key, slot)| {
             let page = slot.page().clone();
             if page.is_some() && !slot.read.load(Ordering::Relaxed) {
@@ -190,7 +188,7 @@ impl TreeShare {
     /// tree can make.
     pub(super) fn hold(&self, key: &IVec, page: &IVec, ticket: Ticket) {
         let bounds = self.bounds();
-        let Some(slot) = bounds.as_ref().and_then(|b| b.get(key)) else {
+        let Some(slot) = bounds.as_ref().and_then(|b| b.slot(key)) else {
             return;
         };
         let cost = cost(page);
@@ -212,7 +210,7 @@ impl TreeShare {
 
     /// Moves the clock's hand on until it gives up a held page not read since it last
     /// passed (not `keep`'s); `false` when the tree holds none it can give up.
-    fn give_up_one(&self, bounds: Option<&BTreeMap<IVec, Slot>>, keep: &IVec) -> bool {
+    fn give_up_one(&self, bounds: Option<&BoundIndex<Slot>>, keep: &IVec) -> bool {
         let Some(bounds) = bounds else {
             return false;
         };
@@ -221,10 +219,14 @@ impl TreeShare {
         }
         let mut hand = self.hand.lock().unwrap_or_else(|e| e.into_inner());
         let from = hand.clone().unwrap_or_default();
-        let after = bounds.range::<[u8], _>((Bound::Included(&from[..]), Bound::Unbounded));
-        let before = bounds.range::<[u8], _>((Bound::Unbounded, Bound::Excluded(&from[..])));
+        let len = bounds.len();
+        let start = bounds
+            .position(&from)
+            .or_else(|| bounds.after(&from))
+            .unwrap_or(len);
         // Twice round: the first pass may only clear what was read.
-        for (key, slot) in after.chain(before).cycle().take(bounds.len() * 2) {
+        let round = (start..len).chain(0..start).cycle().take(len * 2);
+        for (key, slot) in round.filter_map(|i| bounds.get(i)) {
             if key == keep || slot.read.swap(false, Ordering::Relaxed) {
                 continue;
             }
@@ -247,7 +249,7 @@ impl TreeShare {
     /// Gives up every page held (the bounds stay): when the tree's stores are closed.
     pub(crate) fn forget_pages(&self) {
         if let Some(bounds) = self.bounds().as_ref() {
-            for slot in bounds.values() {
+            for (_, slot) in bounds.iter() {
                 if let Some(page) = slot.page().take() {
                     self.release(cost(&page));
                 }
@@ -262,10 +264,7 @@ impl TreeShare {
         page_keys: impl FnOnce() -> sled::Result<Vec<IVec>>,
     ) -> sled::Result<()> {
         if self.bounds().is_none() {
-            let read = page_keys()?
-                .into_iter()
-                .map(|key| (key, Slot::default()))
-                .collect();
+            let read = BoundIndex::from_sorted(page_keys()?);
             *self.bounds.write().unwrap_or_else(|e| e.into_inner()) = Some(read);
         }
         Ok(())
@@ -302,15 +301,12 @@ impl TreeShare {
             Ok(()) => {
                 let mut bounds = self.bounds.write().unwrap_or_else(|e| e.into_inner());
                 if let Some(bounds) = bounds.as_mut() {
-                    for (key, added) in changes {
-                        if *added {
-                            bounds.entry(key.clone()).or_default();
-                        } else if let Some(slot) = bounds.remove(key) {
-                            if let Some(page) = slot.page().take() {
-                                self.release(cost(&page));
-                            }
+                    bounds.change(changes, |slot| {
+                        let page = slot.page.into_inner().unwrap_or_else(|e| e.into_inner());
+                        if let Some(page) = page {
+                            self.release(cost(&page));
                         }
-                    }
+                    });
                     self.rewrite_held(bounds, written);
                 }
             }
@@ -322,9 +318,9 @@ impl TreeShare {
     }
 
     /// Replaces the held pages that `written` rewrote with their new bytes.
-    fn rewrite_held(&self, bounds: &BTreeMap<IVec, Slot>, written: &[PageWrite]) {
+    fn rewrite_held(&self, bounds: &BoundIndex<Slot>, written: &[PageWrite]) {
         for (key, bytes) in written {
-            let Some(slot) = bounds.get(key) else {
+            let Some(slot) = bounds.slot(key) else {
                 continue;
             };
             let mut page = slot.page();
@@ -351,7 +347,7 @@ impl TreeShare {
     #[cfg(test)]
     pub(crate) fn bound_keys(&self) -> Option<Vec<Vec<u8>>> {
         let bounds = self.bounds();
-        Some(bounds.as_ref()?.keys().map(|k| k.to_vec()).collect())
+        Some(bounds.as_ref()?.iter().map(|(k, _)| k.to_vec()).collect())
     }
 
     /// The bytes the held pages count.
@@ -360,7 +356,7 @@ impl TreeShare {
         self.held.load(Ordering::Relaxed)
     }
 
-    fn bounds(&self) -> RwLockReadGuard<'_, Option<BTreeMap<IVec, Slot>>> {
+    fn bounds(&self) -> RwLockReadGuard<'_, Option<BoundIndex<Slot>>> {
         self.bounds.read().unwrap_or_else(|e| e.into_inner())
     }
 }

@@ -18,6 +18,7 @@ use std::ops::Bound;
 pub use cache::{Flushed, RecordCache};
 pub use cache_budget::CacheBudget;
 pub use logging::{ChangeLogging, ChangelogKeys};
+pub use overlay::key_head;
 pub use write_buffer::WriteBuffer;
 
 use self::restored::RestoreBatch;

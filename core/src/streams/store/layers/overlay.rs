@@ -26,8 +26,10 @@ trait OrderedKey {
 /// How many of a key's first bytes the map keeps beside it as a number.
 const HEAD: usize = 16;
 
-/// The first [`HEAD`] bytes of `key` as a big-endian number, zeros after a shorter key.
-fn head_of(key: &[u8]) -> u128 {
+/// The first sixteen bytes of `key` as a big-endian number, zeros after a shorter key: keys
+/// whose heads differ are ordered as their heads are, so an ordered search of many keys can
+/// compare numbers and look at the bytes only where the heads tie.
+pub fn key_head(key: &[u8]) -> u128 {
     let mut head = [0; HEAD];
     let n = key.len().min(HEAD);
     head[..n].copy_from_slice(&key[..n]);
@@ -43,7 +45,7 @@ struct HeldKey {
 impl HeldKey {
     fn new(bytes: Box<[u8]>) -> Self {
         Self {
-            head: head_of(&bytes),
+            head: key_head(&bytes),
             bytes,
         }
     }
@@ -58,7 +60,7 @@ struct Probe<'a> {
 impl<'a> Probe<'a> {
     fn new(bytes: &'a [u8]) -> Self {
         Self {
-            head: head_of(bytes),
+            head: key_head(bytes),
             bytes,
         }
     }
