@@ -297,21 +297,35 @@ pub fn decode_records(
     batch: &Bytes,
     decompressed_limit: usize,
 ) -> Result<(BatchHeader, Vec<BatchRecord>), WireError> {
+    // Room for the records the header counts, as many as the bytes could hold at most.
+    let counted = BatchHeader::parse(batch).map_or(0, |h| h.record_count);
+    let mut out = Vec::with_capacity(usize::try_from(counted).map_or(0, |n| n.min(batch.len())));
+    let header = decode_records_with(batch, decompressed_limit, |r| out.push(r))?;
+    Ok((header, out))
+}
+
+/// Decodes every record of one whole batch as [`decode_records`] does, giving each to `each`
+/// in order instead of collecting them: a reader that keeps records in a queue of its own
+/// moves each once.
+pub fn decode_records_with(
+    batch: &Bytes,
+    decompressed_limit: usize,
+    mut each: impl FnMut(BatchRecord),
+) -> Result<BatchHeader, WireError> {
     let header = validate(batch)?;
     let records = match header.compression()? {
         Compression::None => batch.slice(HEADER_LEN..),
         codec => Bytes::from(codec.decompress(&batch[HEADER_LEN..], decompressed_limit)?),
     };
-    let count = header.record_count as usize;
-    if count > records.len() / MIN_RECORD_LEN {
+    let total = header.record_count as usize;
+    if total > records.len() / MIN_RECORD_LEN {
         return Err(WireError::Corrupt(format!(
-            "{count} records cannot fit in {} bytes",
+            "{total} records cannot fit in {} bytes",
             records.len()
         )));
     }
-    let mut out = Vec::with_capacity(count);
     let mut at = 0;
-    for _ in 0..count {
+    for _ in 0..total {
         let mut cursor = &records[at..];
         let len = read_varint(&mut cursor)?;
         let start = records.len() - cursor.len();
@@ -323,7 +337,7 @@ pub fn decode_records(
         if header.is_log_append_time() {
             record.record.timestamp = header.max_timestamp;
         }
-        out.push(record);
+        each(record);
         at = start + len;
     }
     if at != records.len() {
@@ -332,7 +346,7 @@ pub fn decode_records(
             records.len() - at
         )));
     }
-    Ok((header, out))
+    Ok(header)
 }
 
 fn decode_record(header: &BatchHeader, body: &Bytes) -> Result<BatchRecord, WireError> {

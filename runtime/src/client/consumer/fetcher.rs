@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use eddy_core::log::{Record, TopicPartition};
-use eddy_core::wire::batch::{control_type, decode_records, Batches, ControlType};
+use eddy_core::wire::batch::{
+    control_type, decode_records, decode_records_with, BatchRecord, Batches, ControlType,
+};
 use futures::stream::FuturesUnordered;
 use futures::{Future, FutureExt, StreamExt};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -772,7 +774,8 @@ fn decode(
         .map(|(producer, first)| std::cmp::Reverse((first, producer)))
         .collect();
     let mut aborting: HashSet<i64> = HashSet::new();
-    let mut records = VecDeque::new();
+    // Room for every record the response holds, at once.
+    let mut records = VecDeque::with_capacity(held_records(bytes));
     let mut next = offset;
     let mut at = 0;
     for batch in Batches::new(bytes) {
@@ -811,16 +814,25 @@ fn decode(
         if header.is_control() {
             continue;
         }
-        let (_, decoded) =
-            decode_records(&whole, MAX_DECOMPRESSED).map_err(|e| corrupt(topic, partition, e))?;
-        records.extend(
-            decoded
-                .into_iter()
-                .filter(|r| r.offset >= offset)
-                .map(|r| (r.offset, r.record)),
-        );
+        let keep = |r: BatchRecord| {
+            if r.offset >= offset {
+                records.push_back((r.offset, r.record));
+            }
+        };
+        decode_records_with(&whole, MAX_DECOMPRESSED, keep)
+            .map_err(|e| corrupt(topic, partition, e))?;
     }
     Ok((records, next))
+}
+
+/// How many records the batches of `bytes` say they hold, control batches aside (a bound
+/// that a damaged batch cannot raise past what the bytes could hold).
+fn held_records(bytes: &Bytes) -> usize {
+    Batches::new(bytes)
+        .map_while(Result::ok)
+        .filter(|(header, _)| !header.is_control())
+        .map(|(header, raw)| usize::try_from(header.record_count).map_or(0, |n| n.min(raw.len())))
+        .sum()
 }
 
 fn corrupt(topic: &str, partition: i32, e: impl std::fmt::Display) -> ClientError {
