@@ -333,7 +333,7 @@ pub fn decode_records_with(
             .ok()
             .filter(|&n| n <= cursor.len())
             .ok_or_else(|| WireError::Corrupt(format!("record length {len} out of bounds")))?;
-        let mut record = decode_record(&header, &records.slice(start..start + len))?;
+        let mut record = decode_record(&header, &records, start..start + len)?;
         if header.is_log_append_time() {
             record.record.timestamp = header.max_timestamp;
         }
@@ -349,16 +349,24 @@ pub fn decode_records_with(
     Ok(header)
 }
 
-fn decode_record(header: &BatchHeader, body: &Bytes) -> Result<BatchRecord, WireError> {
-    let mut cursor: &[u8] = body;
+/// Decodes the record at `span` of `records`: its key, value and headers are slices of
+/// `records` (taken without a slice of the whole record first, each slice being a count on
+/// the buffer that the thread that drops the record must touch again).
+fn decode_record(
+    header: &BatchHeader,
+    records: &Bytes,
+    span: std::ops::Range<usize>,
+) -> Result<BatchRecord, WireError> {
+    let end = span.end;
+    let mut cursor: &[u8] = &records[span];
     let Some((_attributes, rest)) = cursor.split_first() else {
         return Err(WireError::Truncated("record attributes"));
     };
     cursor = rest;
     let timestamp_delta = read_varlong(&mut cursor)?;
     let offset_delta = read_varint(&mut cursor)?;
-    let key = read_bytes(body, &mut cursor, "record key")?;
-    let value = read_bytes(body, &mut cursor, "record value")?;
+    let key = read_bytes(records, end, &mut cursor, "record key")?;
+    let value = read_bytes(records, end, &mut cursor, "record value")?;
     let header_count = read_varint(&mut cursor)?;
     let header_count = usize::try_from(header_count)
         .ok()
@@ -366,12 +374,12 @@ fn decode_record(header: &BatchHeader, body: &Bytes) -> Result<BatchRecord, Wire
         .ok_or_else(|| WireError::Corrupt(format!("header count {header_count} out of bounds")))?;
     let mut headers = Vec::with_capacity(header_count);
     for _ in 0..header_count {
-        let name = read_bytes(body, &mut cursor, "header name")?
+        let name = read_bytes(records, end, &mut cursor, "header name")?
             .ok_or_else(|| WireError::Corrupt("header with a null name".into()))?;
         // As Java reads header keys: bytes that are not UTF-8 become U+FFFD, not an error
         // that would leave a consumer unable to pass the batch.
         let name = String::from_utf8_lossy(&name).into_owned();
-        let value = read_bytes(body, &mut cursor, "header value")?;
+        let value = read_bytes(records, end, &mut cursor, "header value")?;
         headers.push(Header { key: name, value });
     }
     if !cursor.is_empty() {
@@ -410,16 +418,18 @@ fn read_length(cursor: &mut &[u8], what: &'static str) -> Result<Option<usize>, 
         .ok_or_else(|| WireError::Corrupt(format!("{what} length {len} out of bounds")))
 }
 
-/// Reads a varint length and that many bytes (`-1` is null) as a slice of `whole`.
+/// Reads a varint length and that many bytes (`-1` is null) as a slice of `whole`, in which
+/// `cursor` ends at `end`.
 fn read_bytes(
     whole: &Bytes,
+    end: usize,
     cursor: &mut &[u8],
     what: &'static str,
 ) -> Result<Option<Bytes>, WireError> {
     let Some(len) = read_length(cursor, what)? else {
         return Ok(None);
     };
-    let start = whole.len() - cursor.len();
+    let start = end - cursor.len();
     *cursor = &cursor[len..];
     Ok(Some(whole.slice(start..start + len)))
 }
