@@ -392,9 +392,9 @@ pub struct StateMemory {
     /// The write buffers of every task, split evenly among the stream threads.
     pub write_buffers: usize,
     /// The pages of the stores in memory, for the whole instance: what is left once the
-    /// caches, the write buffers and [`StateMemory::DATABASE_OVERHEAD`] are taken. Half of
-    /// it is sled's page cache, half the pages the stores hold beside their bounds (a read
-    /// of a key whose page is held takes no walk of sled's tree).
+    /// caches, the write buffers and [`StateMemory::DATABASE_OVERHEAD`] are taken. Three
+    /// quarters of it is sled's page cache, a quarter the pages the stores hold beside their
+    /// bounds (a read of a key whose page is held takes no walk of sled's tree).
     pub page_cache: usize,
 }
 
