@@ -365,6 +365,64 @@ async fn exactly_once_fixture(name: &str) -> Fixture {
     }
 }
 
+/// Two instances of one application, one of them fenced again and again: each time it
+/// closes its tasks dirty, pauses their partitions (read again from the last commit once
+/// tasks take them) and rejoins, while the other goes on processing and is drawn into the
+/// rebalance. Every key's committed counts rise one way and end at the records written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counts_stay_exact_when_a_fenced_member_waits_for_the_group_to_rebalance() {
+    const KEYS: usize = 20;
+    const ROUNDS: usize = 150;
+    let Fixture {
+        broker,
+        input,
+        output,
+        app,
+        state,
+        mut config,
+    } = exactly_once_fixture("fenced-member-app").await;
+    config.commit_interval_ms = Some(Duration::from_millis(20));
+    let mut first = running(&input, &output, config.clone()).await;
+    let mut second_config = config;
+    second_config.state_dir = state.path().join("second");
+    let mut second = Streams::new(counting(&input, &output), second_config).unwrap();
+    second.start().await.unwrap();
+    wait_for_state(&second, State::Running).await;
+
+    let writer = write_bursts(&broker, &input, KEYS, ROUNDS);
+    // One member's transactional id is taken from it, again and again.
+    let admin = Admin::connect(broker.bootstrap()).await.unwrap();
+    let mut victim: Option<String> = None;
+    let mut fenced = 0;
+    while !writer.is_finished() {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let listed = admin.list_transactions().await.unwrap();
+        let id = match &victim {
+            Some(id) => id.clone(),
+            None => match listed
+                .iter()
+                .map(|t| &t.transactional_id)
+                .find(|id| id.starts_with(&app))
+            {
+                Some(id) => id.clone(),
+                None => continue,
+            },
+        };
+        victim = Some(id.clone());
+        let fencer =
+            Producer::new(ProducerConfig::new(broker.bootstrap()).transactional_id(&id)).unwrap();
+        fencer.init_transactions().await.unwrap();
+        fencer.close().await.unwrap();
+        fenced += 1;
+    }
+    writer.await.unwrap();
+    assert!(fenced >= 3, "fenced {fenced} times");
+
+    counts_rise_to(&broker, &output, KEYS, ROUNDS).await;
+    first.close(Duration::from_secs(30)).await.unwrap();
+    second.close(Duration::from_secs(30)).await.unwrap();
+}
+
 /// With `group.instance.id` set, each stream thread is a static member of its own, named as
 /// Kafka Streams names them: the id, a dash and the thread's number from 1.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -397,6 +455,49 @@ async fn each_thread_is_a_static_member_of_its_own() {
     streams.close(Duration::from_secs(30)).await.unwrap();
 }
 
+/// Writes `rounds` bursts of one record for each of `keys` keys (`k0`, `k1`, …) to `input`,
+/// 10 ms apart, in the background.
+fn write_bursts(
+    broker: &TestBroker,
+    input: &str,
+    keys: usize,
+    rounds: usize,
+) -> tokio::task::JoinHandle<()> {
+    let (bootstrap, input) = (broker.bootstrap().to_string(), input.to_string());
+    tokio::spawn(async move {
+        let producer = Producer::new(ProducerConfig::new(&bootstrap)).unwrap();
+        for _ in 0..rounds {
+            for key in 0..keys {
+                let record = ProducerRecord::new(&*input, "x").key(format!("k{key}"));
+                producer.send(record).await.unwrap();
+            }
+            producer.flush().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+}
+
+/// Reads `output`'s committed counts until each of `keys` keys reaches `rounds`; each key's
+/// counts must only rise and never pass it.
+async fn counts_rise_to(broker: &TestBroker, output: &str, keys: usize, rounds: usize) {
+    let mut consumer = broker.committed_reader(output).await;
+    let mut latest: BTreeMap<String, i64> = BTreeMap::new();
+    wait_until(Duration::from_secs(90), "every count", async || {
+        for r in consumer.poll(Duration::from_millis(200)).await.unwrap() {
+            let key = String::from_utf8(r.key.unwrap().to_vec()).unwrap();
+            let count = i64::from_be_bytes(r.value.unwrap()[..].try_into().unwrap());
+            let last = latest.insert(key.clone(), count).unwrap_or(0);
+            assert!(count > last, "{key}: {count} after {last}");
+            assert!(count <= rounds as i64, "{key}: {count}");
+        }
+        if latest.len() == keys && latest.values().all(|&n| n == rounds as i64) {
+            return Ok(());
+        }
+        Err(format!("{latest:?}"))
+    })
+    .await;
+}
+
 /// Exactly-once holds while the thread's producer is fenced again and again in mid-stream
 /// (another producer takes its transactional id). The transaction of one interval commits
 /// while the next interval's records are processed: a fence that fails the commit in flight
@@ -418,20 +519,7 @@ async fn counts_stay_exact_when_the_threads_producer_is_fenced_mid_stream() {
     let mut streams = running(&input, &output, config).await;
 
     // Input arrives in small bursts for a while.
-    let writer = {
-        let (bootstrap, input) = (broker.bootstrap().to_string(), input.clone());
-        tokio::spawn(async move {
-            let producer = Producer::new(ProducerConfig::new(&bootstrap)).unwrap();
-            for _ in 0..ROUNDS {
-                for key in 0..KEYS {
-                    let record = ProducerRecord::new(&*input, "x").key(format!("k{key}"));
-                    producer.send(record).await.unwrap();
-                }
-                producer.flush().await.unwrap();
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        })
-    };
+    let writer = write_bursts(&broker, &input, KEYS, ROUNDS);
     // Meanwhile its transactional id is taken from it, again and again.
     let admin = Admin::connect(broker.bootstrap()).await.unwrap();
     let mut fenced = 0;
@@ -455,24 +543,6 @@ async fn counts_stay_exact_when_the_threads_producer_is_fenced_mid_stream() {
     assert!(fenced >= 3, "fenced {fenced} times");
 
     // Read committed: each key's counts only rise, and end at the records written.
-    let mut consumer = broker.committed_reader(&output).await;
-    let mut latest: BTreeMap<String, i64> = BTreeMap::new();
-    let done = |latest: &BTreeMap<String, i64>| {
-        latest.len() == KEYS && latest.values().all(|&n| n == ROUNDS as i64)
-    };
-    wait_until(Duration::from_secs(90), "every count", async || {
-        for r in consumer.poll(Duration::from_millis(200)).await.unwrap() {
-            let key = String::from_utf8(r.key.unwrap().to_vec()).unwrap();
-            let count = i64::from_be_bytes(r.value.unwrap()[..].try_into().unwrap());
-            let last = latest.insert(key.clone(), count).unwrap_or(0);
-            assert!(count > last, "{key}: {count} after {last}");
-            assert!(count <= ROUNDS as i64, "{key}: {count}");
-        }
-        if done(&latest) {
-            return Ok(());
-        }
-        Err(format!("{latest:?}"))
-    })
-    .await;
+    counts_rise_to(&broker, &output, KEYS, ROUNDS).await;
     streams.close(Duration::from_secs(30)).await.unwrap();
 }

@@ -362,8 +362,8 @@ impl TaskManager {
 
     /// Closes every active task without committing: what it processed since its last
     /// commit is thrown away (the open transaction aborted, the write buffers dropped), and
-    /// its partitions are read again from their committed offsets. Standbys stay. A fenced
-    /// producer is replaced.
+    /// its partitions are read again from their committed offsets, paused until a task
+    /// reads them again (run or restored). Standbys stay. A fenced producer is replaced.
     async fn close_dirty(&mut self, consumer: &mut Consumer) -> Result<(), ThreadError> {
         self.abort().await;
         let fenced = self.output.is_fenced();
@@ -380,6 +380,9 @@ impl TaskManager {
             .filter(|tp| assigned.contains(tp))
             .collect();
         consumer.reset_to_committed(&inputs)?;
+        // Until the rebalance gives them tasks again, nothing may be read from them: a
+        // record polled meanwhile would find no task, and the position would pass it.
+        consumer.pause(&inputs)?;
         self.report_owned().await;
         if fenced {
             self.output.replace().await?;

@@ -364,7 +364,7 @@ async fn poll_loop(
                     first();
                 }
             }
-            tasks.route(records)?;
+            tasks.route(consumer, records)?;
             tasks.process(consumer).await?;
             tasks.probe_if_due(consumer).await;
             tasks.clean_state_if_due().await;

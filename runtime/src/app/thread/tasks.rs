@@ -8,7 +8,7 @@
 //! polls. How assignments, revocations and failed commits change the tasks is in
 //! `assignment`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -89,8 +89,16 @@ impl TaskManager {
     }
 
     /// Queues polled records on their tasks: each run of one partition's records finds its
-    /// task once.
-    pub(super) fn route(&mut self, runs: Vec<PartitionRun>) -> Result<(), ThreadError> {
+    /// task once. A run that finds no task is dropped; if its partition is still assigned,
+    /// the consumer is sent back to the run's first record and the partition paused, so that
+    /// the records are read again once a task takes the partition (a task run resumes its
+    /// partitions) and the position never passes a record no task processed.
+    pub(super) fn route(
+        &mut self,
+        consumer: &mut Consumer,
+        runs: Vec<PartitionRun>,
+    ) -> Result<(), ThreadError> {
+        let mut unread: Vec<(TopicPartition, i64)> = Vec::new();
         for PartitionRun {
             topic,
             partition,
@@ -100,15 +108,17 @@ impl TaskManager {
             let tp = TopicPartition::new(&*topic, partition);
             // A partition without a task was revoked: its new owner reads it again. One of
             // a task being restored was polled before it was paused: queued meanwhile.
-            let Some(id) = self.inputs.reader(&tp) else {
-                continue;
-            };
-            let task = match self.tasks.get_mut(&id) {
-                Some(task) => task,
-                None => match self.updater.restoring_task(id) {
-                    Some(task) => task,
-                    None => continue,
+            let first = run.first().map(|(offset, _)| *offset);
+            let task = match self.inputs.reader(&tp) {
+                Some(id) => match self.tasks.get_mut(&id) {
+                    Some(task) => Some(task),
+                    None => self.updater.restoring_task(id),
                 },
+                None => None,
+            };
+            let Some(task) = task else {
+                unread.extend(first.map(|offset| (tp, offset)));
+                continue;
             };
             let id = task.id();
             let next = run.last().map(|(offset, _)| offset + 1);
@@ -116,6 +126,16 @@ impl TaskManager {
                 .map_err(|source| ThreadError::Task { task: id, source })?;
             if let Some(next) = next {
                 self.inputs.processed(tp, next);
+            }
+        }
+        if !unread.is_empty() {
+            let assigned: BTreeSet<TopicPartition> = consumer.assignment().into_iter().collect();
+            for (tp, offset) in unread {
+                if assigned.contains(&tp) {
+                    tracing::debug!(%tp, offset, "records polled without a task: read again later");
+                    consumer.seek(&tp, offset)?;
+                    consumer.pause(std::slice::from_ref(&tp))?;
+                }
             }
         }
         Ok(())
