@@ -179,8 +179,9 @@ def verify(bootstrap: str, partitions: int, records: int, seed: int, explain=lam
     data = read_committed(bootstrap, "data", partitions)
     assert sum(len(v) for v in data.values()) == records
     echo = read_committed(bootstrap, "echo", partitions)
-    for p in range(partitions):
-        assert echo[p] == data[p], f"echo-{p}: {len(echo[p])} records, {len(data[p])} expected (seed {seed})"
+    failures = [f"echo-{p}: {len(echo[p])} records, {len(data[p])} expected, "
+                f"{echo_difference(data[p], echo[p])}"
+                for p in range(partitions) if echo[p] != data[p]]
     inputs: dict[bytes, list[int]] = {}
     # Where each key's inputs are in `data`: (partition, offset among committed records).
     where: dict[bytes, list[tuple[int, int]]] = {}
@@ -188,7 +189,6 @@ def verify(bootstrap: str, partitions: int, records: int, seed: int, explain=lam
         for i, (key, value) in enumerate(data[p]):
             inputs.setdefault(key, []).append(long(value))
             where.setdefault(key, []).append((p, i))
-    failures = []
     for topic, aggregate in AGGREGATES.items():
         got: dict[bytes, list[int]] = {}
         for rows in read_committed(bootstrap, topic, partitions).values():
@@ -204,6 +204,19 @@ def verify(bootstrap: str, partitions: int, records: int, seed: int, explain=lam
     # Every topic is checked before failing: which of them lost what tells a lost output
     # batch (one topic) from inputs processed twice or skipped (all of them).
     assert not failures, f"seed {seed}: " + "\n".join(failures) + "\n" + explain()
+
+
+def echo_difference(expected: list, got: list) -> str:
+    """Where `echo` departs from `data` in one partition: the first record that differs,
+    and whether the rest is `data` with one run of records missing or repeated there."""
+    first = next((i for i, (a, b) in enumerate(zip(expected, got)) if a != b),
+                 min(len(expected), len(got)))
+    gap = len(expected) - len(got)
+    if gap > 0 and got[first:] == expected[first + gap:]:
+        return f"data offsets {first}..{first + gap - 1} (committed records) missing, the rest exact"
+    if gap < 0 and got[first - gap:] == expected[first:]:
+        return f"{-gap} records repeated before data offset {first} (committed records), the rest exact"
+    return f"first difference at data offset {first} (committed records)"
 
 
 def log_lines(path: Path, pattern: str, limit: int = 40) -> str:

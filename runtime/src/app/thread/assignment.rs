@@ -122,6 +122,7 @@ impl TaskManager {
             .into_iter()
             .filter(|tp| assigned.contains(tp))
             .collect();
+        tracing::debug!(task = %id, inputs = ?owned, "task runs");
         consumer.resume(&owned)?;
         self.held.taken(id);
         self.tasks.insert(id, task);
@@ -146,6 +147,7 @@ impl TaskManager {
         );
         let active: BTreeSet<TaskId> = assignment.active.iter().map(|&t| t.into()).collect();
         let standby: BTreeSet<TaskId> = assignment.standby.iter().map(|&t| t.into()).collect();
+        tracing::debug!(?active, ?standby, "assigned");
         let going: Vec<TaskId> = self
             .tasks
             .keys()
@@ -301,6 +303,7 @@ impl TaskManager {
             .filter_map(|tp| self.inputs.reader(tp))
             .collect();
         let going: Vec<TaskId> = going.into_iter().collect();
+        tracing::debug!(?partitions, ?going, "partitions revoked");
         if let Err(e) = self.close_clean(consumer, &going).await {
             self.fail_or_recover(consumer, e).await;
         }
@@ -309,6 +312,7 @@ impl TaskManager {
     /// The loss callback: the group went on without this member; its tasks may run
     /// elsewhere already. They close dirty.
     pub(super) async fn lose_all(&mut self, consumer: &mut Consumer) {
+        tracing::debug!("partitions lost");
         if let Err(e) = self.close_dirty(consumer).await {
             self.failure.get_or_insert(e);
         }
@@ -372,13 +376,19 @@ impl TaskManager {
         for id in restoring {
             self.release(id).await?;
         }
-        let assigned: BTreeSet<TopicPartition> = consumer.assignment().into_iter().collect();
-        let inputs: Vec<TopicPartition> = self
-            .inputs
-            .clear()
-            .into_iter()
-            .filter(|tp| assigned.contains(tp))
-            .collect();
+        // Every partition the consumer holds is read again from its last commit: those of
+        // the tasks closed, and those of tasks not made yet (an assignment that failed to
+        // be taken up), whose records a poll may have handed out already, moving the
+        // position past records no task will process.
+        let read: BTreeSet<TopicPartition> = self.inputs.clear().into_iter().collect();
+        let inputs = consumer.assignment();
+        let untasked: Vec<&TopicPartition> =
+            inputs.iter().filter(|tp| !read.contains(*tp)).collect();
+        tracing::debug!(
+            ?inputs,
+            ?untasked,
+            "tasks closed dirty: their inputs read again from the last commit"
+        );
         consumer.reset_to_committed(&inputs)?;
         // Until the rebalance gives them tasks again, nothing may be read from them: a
         // record polled meanwhile would find no task, and the position would pass it.

@@ -75,6 +75,11 @@ impl TaskManager {
                 task.seal_stores();
             }
             let group = consumer.group_metadata();
+            tracing::debug!(
+                generation = group.as_ref().map(|g| g.generation_id),
+                offsets = %Offsets(&offsets),
+                "committing"
+            );
             if let Err(e) = self.output.start_commit(offsets, group) {
                 self.abort().await;
                 return Err(e);
@@ -113,6 +118,7 @@ impl TaskManager {
                 .unwrap_or_else(Instant::now)
                 .saturating_duration_since(sealed.started),
             Err(e) => {
+                tracing::debug!("the commit failed: {e}");
                 self.abort().await;
                 return Err(e);
             }
@@ -243,5 +249,18 @@ impl TaskManager {
             }
         }
         offsets
+    }
+}
+
+/// Input offsets as a log shows them: `topic-partition@offset`, comma-separated.
+struct Offsets<'a>(&'a BTreeMap<TopicPartition, i64>);
+
+impl std::fmt::Display for Offsets<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (tp, offset)) in self.0.iter().enumerate() {
+            let comma = if i == 0 { "" } else { ", " };
+            write!(f, "{comma}{tp}@{offset}")?;
+        }
+        Ok(())
     }
 }
