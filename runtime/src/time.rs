@@ -4,9 +4,36 @@
 //! commit interval, `max.task.idle.ms`, probing rebalances and wall-clock punctuation with it.
 //! Wall-clock milliseconds — record timestamps, wall-clock punctuation — come from [`now_ms`].
 
+use std::future::Future;
+use std::time::Duration;
+
 use eddy_core::log::Timestamp;
 
 pub(crate) use tokio::time::Instant;
+
+/// How long a wait that should be short goes before [`reported`] reports it (and again
+/// each time as long after).
+pub(crate) const REPORT_WAITS_AFTER: Duration = Duration::from_secs(30);
+
+/// Awaits `work`; each `every` it is still not done, `report` is called with the time
+/// waited so far (to log what is waited for: a wait that never ends says where it stands).
+pub(crate) async fn reported<F: Future>(
+    work: F,
+    every: Duration,
+    mut report: impl FnMut(Duration),
+) -> F::Output {
+    tokio::pin!(work);
+    let mut waited = Duration::ZERO;
+    loop {
+        match tokio::time::timeout(every, work.as_mut()).await {
+            Ok(done) => return done,
+            Err(_) => {
+                waited += every;
+                report(waited);
+            }
+        }
+    }
+}
 
 /// Wall-clock milliseconds since the Unix epoch, on tokio's clock: the system's wall time
 /// while tokio's time runs (so clock corrections reach it, as Kafka's `Time.SYSTEM`), and,
@@ -25,9 +52,26 @@ pub(crate) fn now_ms() -> Timestamp {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_long_wait_is_reported_at_each_period_until_it_ends() {
+        let mut reports = Vec::new();
+        let done = reported(
+            async {
+                tokio::time::sleep(Duration::from_secs(95)).await;
+                7
+            },
+            Duration::from_secs(30),
+            |waited| reports.push(waited.as_secs()),
+        )
+        .await;
+        assert_eq!(done, 7);
+        assert_eq!(reports, [30, 60, 90]);
+        let mut none = 0;
+        reported(async {}, Duration::from_secs(30), |_| none += 1).await;
+        assert_eq!(none, 0);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn wall_time_stands_while_paused_and_moves_by_what_is_advanced() {

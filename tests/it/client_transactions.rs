@@ -4,6 +4,9 @@
 //! producer whose `transactional.id` another producer took.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use eddy::client::{
@@ -286,4 +289,161 @@ async fn an_open_transaction_holds_the_committed_end_back_but_not_the_high_water
     )
     .await;
     assert_eq!(consumer.high_watermarks(parts).await.unwrap()[&tp], 4);
+}
+
+/// A TCP relay in front of a broker that can be cut: while cut, it closes every connection
+/// and refuses new ones, as an unreachable cluster does.
+struct Relay {
+    port: u16,
+    target: Arc<OnceLock<SocketAddr>>,
+    cut: Arc<AtomicBool>,
+    /// Connections being relayed.
+    open: Arc<AtomicUsize>,
+}
+
+impl Relay {
+    /// Listens on a free port; relays nothing until [`Relay::to`] names the broker.
+    async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let target: Arc<OnceLock<SocketAddr>> = Arc::default();
+        let cut = Arc::new(AtomicBool::new(false));
+        let open = Arc::new(AtomicUsize::new(0));
+        tokio::spawn({
+            let (target, cut, open) = (Arc::clone(&target), Arc::clone(&cut), Arc::clone(&open));
+            async move {
+                while let Ok((client, _)) = listener.accept().await {
+                    match target.get() {
+                        Some(&to) if !cut.load(Ordering::Acquire) => {
+                            open.fetch_add(1, Ordering::AcqRel);
+                            let (cut, open) = (Arc::clone(&cut), Arc::clone(&open));
+                            tokio::spawn(async move {
+                                relay(client, to, cut).await;
+                                open.fetch_sub(1, Ordering::AcqRel);
+                            });
+                        }
+                        _ => drop(client),
+                    }
+                }
+            }
+        });
+        Self {
+            port,
+            target,
+            cut,
+            open,
+        }
+    }
+
+    fn to(&self, broker: SocketAddr) {
+        self.target.set(broker).unwrap();
+    }
+
+    fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Cuts every connection (returning once they are closed), or lets them be made again.
+    async fn cut(&self, cut: bool) {
+        self.cut.store(cut, Ordering::Release);
+        while cut && self.open.load(Ordering::Acquire) > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+/// Relays `client` to `to` until either side closes or the relay is cut.
+async fn relay(client: tokio::net::TcpStream, to: SocketAddr, cut: Arc<AtomicBool>) {
+    let Ok(server) = tokio::net::TcpStream::connect(to).await else {
+        return;
+    };
+    let (mut client_in, mut client_out) = client.into_split();
+    let (mut server_in, mut server_out) = server.into_split();
+    let until_cut = async {
+        while !cut.load(Ordering::Acquire) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::select! {
+        _ = tokio::io::copy(&mut client_in, &mut server_out) => {}
+        _ = tokio::io::copy(&mut server_in, &mut client_out) => {}
+        () = until_cut => {}
+    }
+}
+
+/// KIP-360: a batch sent in a transaction that is never answered (the cluster unreachable
+/// past `delivery.timeout.ms`) leaves a gap in its partition's sequence numbers. The
+/// transaction fails and is aborted, the abort bumps the producer's epoch, and the producer
+/// goes on with its next transaction: it neither hangs nor stays refused.
+#[tokio::test]
+async fn a_send_lost_to_an_outage_dooms_its_transaction_and_the_producer_goes_on() {
+    let relay = Relay::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = eddy::embedded::EmbeddedBroker::builder(dir.path().to_path_buf())
+        .advertised_port(relay.port)
+        .start()
+        .await
+        .unwrap();
+    relay.to(broker.local_addr());
+    let admin = eddy::client::Admin::connect(&relay.bootstrap())
+        .await
+        .unwrap();
+    admin
+        .create_topics(&[eddy::client::NewTopic::new("outage", 1)])
+        .await
+        .unwrap();
+    let mut config = ProducerConfig::new(&relay.bootstrap())
+        .transactional_id("outage-txn")
+        .delivery_timeout(Duration::from_secs(2))
+        .linger(Duration::ZERO);
+    config.client = config
+        .client
+        .request_timeout(Duration::from_millis(500))
+        .retry_backoff(Duration::from_millis(50));
+    let producer = Producer::new(config).unwrap();
+    producer.init_transactions().await.unwrap();
+    let value = |v: &str| ProducerRecord::new("outage", v.to_string());
+
+    producer.begin_transaction().unwrap();
+    producer.send(value("before")).await.unwrap().await.unwrap();
+    producer.commit_transaction().await.unwrap();
+
+    // The partition is in the transaction: the next batch is numbered and sent, and lost.
+    producer.begin_transaction().unwrap();
+    producer.send(value("kept")).await.unwrap().await.unwrap();
+    relay.cut(true).await;
+    let lost = producer.send(value("lost")).await.unwrap();
+    let lost = tokio::time::timeout(Duration::from_secs(20), lost)
+        .await
+        .expect("the lost send's delivery failed in time");
+    assert!(matches!(lost, Err(ClientError::TimedOut(_))), "{lost:?}");
+    relay.cut(false).await;
+    let commit = producer.commit_transaction().await;
+    assert!(commit.is_err(), "a transaction with a lost send committed");
+    producer.abort_transaction().await.unwrap();
+
+    producer.begin_transaction().unwrap();
+    let after = producer.send(value("after")).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(20), after)
+        .await
+        .expect("the producer sent nothing after the abort")
+        .unwrap();
+    producer.commit_transaction().await.unwrap();
+
+    let mut reader = Consumer::new(
+        ConsumerConfig::new(&relay.bootstrap())
+            .auto_offset_reset(OffsetReset::Earliest)
+            .isolation_level(IsolationLevel::ReadCommitted),
+    )
+    .unwrap();
+    reader.assign(&[TopicPartition::new("outage", 0)]).unwrap();
+    let mut values = Vec::new();
+    wait_until(Duration::from_secs(20), "nothing read", async || {
+        for r in reader.poll(Duration::from_millis(200)).await.unwrap() {
+            values.push(String::from_utf8(r.value.unwrap().to_vec()).unwrap());
+        }
+        values.len() >= 2
+    })
+    .await;
+    assert_eq!(values, ["before", "after"]);
 }

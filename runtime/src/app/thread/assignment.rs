@@ -21,7 +21,7 @@ use super::tasks::TaskManager;
 use super::ThreadError;
 use crate::app::assignor::protocol::TaskAssignment;
 use crate::client::{ClientError, Consumer};
-use crate::time::Instant;
+use crate::time::{reported, Instant, REPORT_WAITS_AFTER};
 use kafka_protocol::error::ResponseError::{
     FencedInstanceId, IllegalGeneration, RebalanceInProgress, UnknownMemberId,
 };
@@ -333,9 +333,12 @@ impl TaskManager {
         for &id in going {
             if let Some(mut task) = self.tasks.remove(&id) {
                 // Its last checkpoint lands and its stores close off the async workers.
-                let (sum, closed) = crate::blocking::unblocked(move || {
+                let closing = crate::blocking::unblocked(move || {
                     task.checkpoint_stores(Checkpoint::Wait);
                     (offset_sum(&mut task), task.close())
+                });
+                let (sum, closed) = reported(closing, REPORT_WAITS_AFTER, |waited| {
+                    tracing::warn!(task = %id, ?waited, "task still closing");
                 })
                 .await;
                 self.held.left(id, sum);
@@ -442,7 +445,7 @@ async fn close_all(tasks: BTreeMap<TaskId, StreamTask>, checkpoint: bool) {
     if tasks.is_empty() {
         return;
     }
-    crate::blocking::unblocked(move || {
+    let closing = crate::blocking::unblocked(move || {
         for (id, mut task) in tasks {
             if checkpoint {
                 task.checkpoint_stores(Checkpoint::Wait);
@@ -451,6 +454,9 @@ async fn close_all(tasks: BTreeMap<TaskId, StreamTask>, checkpoint: bool) {
                 tracing::warn!(task = %id, "closing: {e}");
             }
         }
+    });
+    reported(closing, REPORT_WAITS_AFTER, |waited| {
+        tracing::warn!(?waited, "tasks still closing");
     })
     .await;
 }

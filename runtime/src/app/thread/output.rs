@@ -7,6 +7,8 @@
 //! done and the next transaction begins.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
 
 use tokio::task::JoinHandle;
 
@@ -19,11 +21,24 @@ use crate::client::{
     ClientError, Delivery, GroupMetadata, Outgoing, Producer, ProducerRecord, RecordParts, SentAll,
     Topic,
 };
-use crate::time::Instant;
+use crate::time::{reported, Instant, REPORT_WAITS_AFTER};
 
-/// A transaction committing in the background: where its changelog sends reached, and when
-/// it committed.
-type Committing = JoinHandle<Result<(BTreeMap<TopicPartition, i64>, Instant), ThreadError>>;
+/// What a commit in the background gives: where its changelog sends reached, and when its
+/// transaction committed.
+type Committed = Result<(BTreeMap<TopicPartition, i64>, Instant), ThreadError>;
+
+/// A transaction committing in the background, and the step it is at (of [`STEPS`]).
+struct Committing {
+    task: JoinHandle<Committed>,
+    step: Arc<AtomicU8>,
+}
+
+/// The steps of a commit in the background, in order.
+const STEPS: [&str; 3] = [
+    "the acknowledgements of its sends",
+    "its offsets to join the transaction",
+    "EndTxn",
+];
 
 /// Builds the thread's producer: again after it was fenced.
 pub(super) type ProducerFactory = Box<dyn Fn() -> Result<Producer, ClientError> + Send + Sync>;
@@ -83,7 +98,9 @@ impl StreamsProducer {
     /// Whether the commit in flight is done, so that [`finish_commit`](Self::finish_commit)
     /// does not wait.
     pub(super) fn commit_done(&self) -> bool {
-        self.committing.as_ref().is_some_and(|c| c.is_finished())
+        self.committing
+            .as_ref()
+            .is_some_and(|c| c.task.is_finished())
     }
 
     /// Opens a transaction if exactly-once needs one and none is open.
@@ -199,16 +216,21 @@ impl StreamsProducer {
         };
         let producer = self.producer.clone();
         let deliveries = std::mem::take(&mut self.deliveries);
-        self.committing = Some(tokio::spawn(async move {
+        let step = Arc::new(AtomicU8::new(0));
+        let at = Arc::clone(&step);
+        let task = tokio::spawn(async move {
             let reached = delivered(deliveries).await?;
+            at.store(1, Ordering::Relaxed);
             if let Some(group) = group {
                 producer
                     .send_offsets_to_transaction(&offsets, &group)
                     .await?;
             }
+            at.store(2, Ordering::Relaxed);
             producer.commit_transaction().await?;
             Ok((reached, Instant::now()))
-        }));
+        });
+        self.committing = Some(Committing { task, step });
         Ok(())
     }
 
@@ -217,10 +239,16 @@ impl StreamsProducer {
     /// transaction that fails to commit stays open for the caller to abort, with the stores'
     /// writes.
     pub(super) async fn finish_commit(&mut self) -> Result<Option<Instant>, ThreadError> {
-        let Some(committing) = self.committing.take() else {
+        let Some(mut committing) = self.committing.take() else {
             return Ok(None);
         };
-        let (reached, committed_at) = committing.await.map_err(|e| {
+        let step = &committing.step;
+        let joined = reported(&mut committing.task, REPORT_WAITS_AFTER, |waited| {
+            let step = STEPS[usize::from(step.load(Ordering::Relaxed))];
+            tracing::warn!(?waited, "the commit in flight is still waiting for {step}");
+        })
+        .await;
+        let (reached, committed_at) = joined.map_err(|e| {
             ThreadError::Client(ClientError::State(format!("the commit stopped: {e}")))
         })??;
         self.note_reached(reached);

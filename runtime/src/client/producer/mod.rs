@@ -274,7 +274,8 @@ pub(crate) struct Shared {
     /// Wakes flushes: a batch was answered.
     pub(crate) answered: Notify,
     pub(crate) producer_id: Mutex<ProducerId>,
-    /// The idempotent producer must get a new producer id (a sequence gap cannot heal).
+    /// A sequence gap cannot heal: an idempotent producer must get a new producer id, a
+    /// transactional one sends nothing until its transaction is aborted and its epoch bumped.
     pub(crate) reset_producer_id: AtomicBool,
     pub(crate) transaction: Option<Mutex<Transaction>>,
     pub(crate) closing: AtomicBool,

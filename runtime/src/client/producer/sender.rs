@@ -134,18 +134,20 @@ pub(super) fn restart_sequences(accumulator: &mut Accumulator) {
 fn drain(shared: &Shared, now: Instant) -> (Vec<(i32, Vec<Batch>)>, Option<Instant>) {
     let config = &shared.config;
     let producer = shared.producer_id();
+    let mut accumulator = shared.accumulator();
+    let accumulator = &mut *accumulator;
+    // Batches that waited too long fail, whatever holds them back (no producer id, no
+    // metadata, no leader), unless in flight (the answer settles them).
+    expire(shared, accumulator, now);
     if config.idempotence
         && (producer == ProducerId::NONE || shared.reset_producer_id.load(Ordering::Acquire))
     {
         return (Vec::new(), Some(now + config.client.retry_backoff));
     }
-    let mut accumulator = shared.accumulator();
     let force = accumulator.flushing > 0 || shared.closing.load(Ordering::Acquire);
     let mut next_wake: Option<Instant> = None;
     let mut wake_at = |at: Instant| next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
     let mut by_node: HashMap<i32, (usize, Vec<Batch>)> = HashMap::new();
-    let mut expired = Vec::new();
-    let accumulator = &mut *accumulator;
     let accumulator_transactional = shared.transaction.is_some();
     for topic in accumulator.topics.values_mut() {
         let leaders = match shared.cluster.topic(&topic.name) {
@@ -163,18 +165,6 @@ fn drain(shared: &Shared, now: Instant) -> (Vec<(i32, Vec<Batch>)>, Option<Insta
                 Ok(true) if sticky == Some(p) => topic.sticky.batch_completed(count),
                 Ok(_) => {}
                 Err(at) => wake_at(at),
-            }
-            // Batches that waited too long fail, unless in flight (the answer settles them).
-            while queue
-                .ready
-                .front()
-                .is_some_and(|b| b.created + config.delivery_timeout <= now)
-            {
-                let batch = queue.ready.pop_front().expect("checked above");
-                if batch.sequence.is_some() {
-                    shared.reset_producer_id.store(true, Ordering::Release);
-                }
-                expired.push(batch);
             }
             if queue.ready.is_empty() {
                 continue;
@@ -234,8 +224,43 @@ fn drain(shared: &Shared, now: Instant) -> (Vec<(i32, Vec<Batch>)>, Option<Insta
             }
         }
     }
-    let answered = !expired.is_empty();
-    for batch in &expired {
+    let requests = by_node
+        .into_iter()
+        .filter(|(_, (_, batches))| !batches.is_empty())
+        .map(|(node, (_, batches))| (node, batches))
+        .collect();
+    (requests, next_wake)
+}
+
+/// Fails every batch not in flight that was made `delivery.timeout.ms` ago or longer (an
+/// open one too). One that was sent before leaves a gap in its partition's sequence numbers:
+/// an idempotent producer takes a new producer id, a transactional one bumps its epoch when
+/// the transaction, which the failure dooms, is aborted.
+fn expire(shared: &Shared, accumulator: &mut Accumulator, now: Instant) {
+    let timeout = shared.config.delivery_timeout;
+    let mut expired = Vec::new();
+    for topic in accumulator.topics.values_mut() {
+        for (p, queue) in topic.partitions.iter_mut().enumerate() {
+            let p = i32::try_from(p).unwrap_or(i32::MAX);
+            // An open batch as old as that is closed, to fail with the rest.
+            let _ = queue.close_open_batch(&topic.name, p, timeout, now, false);
+            while queue
+                .ready
+                .front()
+                .is_some_and(|b| b.created + timeout <= now)
+            {
+                let batch = queue.ready.pop_front().expect("checked above");
+                if batch.sequence.is_some() {
+                    shared.reset_producer_id.store(true, Ordering::Release);
+                }
+                expired.push(batch);
+            }
+        }
+    }
+    if expired.is_empty() {
+        return;
+    }
+    for batch in expired {
         tracing::warn!(
             topic = %batch.topic,
             partition = batch.partition,
@@ -243,20 +268,10 @@ fn drain(shared: &Shared, now: Instant) -> (Vec<(i32, Vec<Batch>)>, Option<Insta
             attempts = batch.attempts,
             "delivery timed out"
         );
-    }
-    for batch in expired {
         let what = format!("delivery to {}-{}", batch.topic, batch.partition);
         complete(shared, accumulator, batch, Err(ClientError::TimedOut(what)));
     }
-    if answered {
-        shared.answered.notify_waiters();
-    }
-    let requests = by_node
-        .into_iter()
-        .filter(|(_, (_, batches))| !batches.is_empty())
-        .map(|(node, (_, batches))| (node, batches))
-        .collect();
-    (requests, next_wake)
+    shared.answered.notify_waiters();
 }
 
 /// Gives a batch's outcome to its records and its memory back to the buffer.
@@ -488,9 +503,10 @@ fn settle(shared: &Shared, (batches, answer): Answer) {
             },
             _ => error,
         };
-        if batch.sequence.is_some() && shared.transaction.is_none() {
+        if batch.sequence.is_some() {
             // The sequence has a gap no retry can fill (or the broker forgot the producer,
-            // UNKNOWN_PRODUCER_ID): start again under a new producer id.
+            // UNKNOWN_PRODUCER_ID): start again under a new producer id (idempotent) or
+            // epoch (transactional, once the transaction is aborted).
             shared.reset_producer_id.store(true, Ordering::Release);
         }
         batch.sequence = None;

@@ -6,6 +6,7 @@
 //! [`ClientError::Fenced`] (another producer took over: close this one).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use eddy_core::log::TopicPartition;
@@ -169,6 +170,38 @@ where
         .await
 }
 
+/// InitProducerId for transactional id `id`: `current` is the producer id and epoch it has
+/// (KIP-360: the coordinator bumps that epoch, and fences a producer that is not the
+/// current one), or [`ProducerId::NONE`] for the first call, which fences every earlier
+/// producer of the id.
+async fn init_producer_id(
+    shared: &Shared,
+    id: &TransactionalId,
+    current: ProducerId,
+) -> Result<ProducerId, ClientError> {
+    let timeout_ms =
+        i32::try_from(shared.config.transaction_timeout.as_millis()).unwrap_or(i32::MAX);
+    let request = InitProducerIdRequest::default()
+        .with_transactional_id(Some(id.clone()))
+        .with_transaction_timeout_ms(timeout_ms)
+        .with_producer_id(current.id.into())
+        .with_producer_epoch(current.epoch);
+    with_coordinator(shared, (CoordinatorType::Transaction, &id.0), |broker| {
+        let request = request.clone();
+        async move {
+            let response = shared.cluster.send(&broker, &request).await?;
+            if response.error_code != 0 {
+                return Err(txn_error("InitProducerId", response.error_code, &broker));
+            }
+            Ok(ProducerId {
+                id: response.producer_id.0,
+                epoch: response.producer_epoch,
+            })
+        }
+    })
+    .await
+}
+
 /// Adds the partitions that received records to the open transaction; their batches are held
 /// until this succeeds. Called by the sender.
 pub(super) async fn add_registered_partitions(shared: &Shared) -> Result<(), ClientError> {
@@ -319,30 +352,7 @@ impl Producer {
             ));
         }
         let shared = self.shared();
-        let timeout_ms = shared
-            .config
-            .transaction_timeout
-            .as_millis()
-            .min(i32::MAX as u128) as i32;
-        let request = InitProducerIdRequest::default()
-            .with_transactional_id(Some(id.clone()))
-            .with_transaction_timeout_ms(timeout_ms)
-            .with_producer_id((-1).into())
-            .with_producer_epoch(-1);
-        let producer = with_coordinator(shared, (CoordinatorType::Transaction, &id.0), |broker| {
-            let request = request.clone();
-            async move {
-                let response = shared.cluster.send(&broker, &request).await?;
-                if response.error_code != 0 {
-                    return Err(txn_error("InitProducerId", response.error_code, &broker));
-                }
-                Ok(ProducerId {
-                    id: response.producer_id.0,
-                    epoch: response.producer_epoch,
-                })
-            }
-        })
-        .await;
+        let producer = init_producer_id(shared, &id, ProducerId::NONE).await;
         let mut txn = shared.transaction().expect("checked");
         match producer {
             Ok(producer) => {
@@ -561,6 +571,36 @@ impl Producer {
         result
     }
 
+    /// KIP-360: a batch sent in the aborted transaction failed without an answer, leaving a
+    /// gap in its partition's sequence numbers that no later batch can cross; a new epoch
+    /// starts every partition's sequence again. Nothing is in flight (the abort flushed).
+    /// A failure leaves the transaction to be aborted again (EndTxn and InitProducerId are
+    /// both safe to repeat).
+    async fn bump_epoch(&self) -> Result<(), ClientError> {
+        let shared = self.shared();
+        let id = shared.transaction().expect("checked").id.clone();
+        let current = shared.producer_id();
+        match init_producer_id(shared, &id, current).await {
+            Ok(bumped) => {
+                tracing::debug!(
+                    producer_id = bumped.id,
+                    epoch = bumped.epoch,
+                    "producer epoch bumped after a failed send"
+                );
+                shared.set_producer_id(bumped);
+                super::sender::restart_sequences(&mut shared.accumulator());
+                shared.reset_producer_id.store(false, Ordering::Release);
+                Ok(())
+            }
+            Err(e) => {
+                if let ClientError::Fenced { .. } = e {
+                    shared.transaction().expect("checked").fail(e.clone());
+                }
+                Err(e)
+            }
+        }
+    }
+
     async fn end_transaction(&self, commit: bool) -> Result<(), ClientError> {
         let shared = self.shared();
         let (id, started) = {
@@ -600,6 +640,9 @@ impl Producer {
                 }
                 return Err(e);
             }
+        }
+        if !commit && shared.reset_producer_id.load(Ordering::Acquire) {
+            self.bump_epoch().await?;
         }
         {
             let mut accumulator = shared.accumulator();
