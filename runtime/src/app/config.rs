@@ -403,10 +403,9 @@ impl StateMemory {
     /// counts. A cache counts an entry as Kafka Streams' does, its key and value and 64
     /// bytes, so that a setting keeps as many entries in eddy as in Kafka Streams; in memory
     /// an entry takes more (its key twice, its share of the map's nodes, its link in the order
-    /// of use, and the copy a flush keeps to forward): measured at 10M keys of 16 bytes with
-    /// values of 8, 3.4 times what the cache counts (2.3 without the flush's copies; 1.85 for
-    /// keys of 30 and values of 100), and 12 bytes an entry more since the map keeps sixteen
-    /// bytes of each key's head beside it (3.5 times).
+    /// of use, and the copy a flush keeps to forward, 32 bytes beside its key and values):
+    /// measured with heaptrack at the peak of a windowed count over 3M keys, 27 MiB for the
+    /// default 10 MiB (2.7 times), 4 of them the flush's copies.
     pub const CACHE_MEMORY_RATIO: usize = 3;
 
     /// What sled's database takes beside its page cache, whatever its size: the tables of
