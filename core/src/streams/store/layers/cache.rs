@@ -50,7 +50,7 @@ fn value_of(entry: &CacheEntry) -> Option<&[u8]> {
 pub struct Flushed {
     bytes: Vec<u8>,
     entries: Vec<FlushedEntry>,
-    /// Where [`Flushed::order_from`] places entries by their tick, then where each goes.
+    /// Where [`Flushed::order_from`] places entries by their tick, then which goes where.
     ticks: Vec<u32>,
 }
 
@@ -180,9 +180,8 @@ fn place_by_tick(run: &mut [FlushedEntry], first: u64, span: u64, ticks: &mut Ve
         }
         *tick = i as u32;
     }
-    // Where each entry goes: its rank among the ticks. The ticks' room is reused for it:
-    // the ranks are written over the front while the ticks are read further on (the k-th
-    // entry met is at a tick of index k or more).
+    // The entries in the order of their ticks, written over the front of the ticks' room
+    // while it is read further on (the k-th entry met is at a tick of index k or more).
     let mut rank = 0;
     for at in 0..span {
         let i = ticks[at];
