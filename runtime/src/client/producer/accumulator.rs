@@ -129,6 +129,11 @@ pub(crate) enum Membership {
 }
 
 impl PartitionQueue {
+    /// Whether it holds records not in flight: an open batch or batches ready.
+    pub(crate) fn holds_unsent(&self) -> bool {
+        self.open.is_some() || !self.ready.is_empty()
+    }
+
     /// Puts a batch that failed back in sequence order, ahead of every later batch.
     pub(crate) fn requeue(&mut self, batch: Batch) {
         let at = match batch.sequence {

@@ -132,6 +132,7 @@ pub(super) fn restart_sequences(accumulator: &mut Accumulator) {
 
 /// Takes every batch that may go now, grouped by leader; says when to look again.
 fn drain(shared: &Shared, now: Instant) -> (Vec<(i32, Vec<Batch>)>, Option<Instant>) {
+    super::transaction::fail_unsent_if_doomed(shared);
     let config = &shared.config;
     let producer = shared.producer_id();
     let mut accumulator = shared.accumulator();

@@ -292,6 +292,37 @@ pub(super) async fn add_registered_partitions(shared: &Shared) -> Result<(), Cli
     }
 }
 
+/// A transaction that failed (its producer fenced, a send of it failed for good, a partition
+/// refused) can only be aborted: the batches its producer still holds are failed with its
+/// error rather than sent, as Kafka's producer aborts its undrained batches. Batches in
+/// flight are settled by their answers. Called by the sender before it drains.
+pub(super) fn fail_unsent_if_doomed(shared: &Shared) {
+    let Some(error) = shared
+        .transaction()
+        .and_then(|txn| txn.error.clone())
+        .map(ClientError::in_transaction)
+    else {
+        return;
+    };
+    let failed = {
+        let mut accumulator = shared.accumulator();
+        let partitions: Vec<(Arc<str>, i32)> = accumulator
+            .topics
+            .values()
+            .flat_map(|topic| {
+                topic
+                    .partitions
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, queue)| queue.holds_unsent())
+                    .filter_map(|(p, _)| Some((topic.name.clone(), i32::try_from(p).ok()?)))
+            })
+            .collect();
+        fail_unsent(&mut accumulator, &partitions, &error)
+    };
+    release(shared, failed);
+}
+
 /// Takes out every batch of `partitions` that is not in flight, to be failed.
 fn fail_unsent(
     accumulator: &mut super::accumulator::Accumulator,
