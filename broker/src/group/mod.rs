@@ -30,7 +30,7 @@ mod rebalance;
 pub(crate) mod records;
 mod replay;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -98,7 +98,19 @@ struct GroupEntry {
     /// Offsets committed in transactions not yet ended, by producer id, with the
     /// `__consumer_offsets` offset of their record.
     pending: HashMap<i64, PendingOffsets>,
+    /// Where the last markers that ended a producer's transactions lie in the group's
+    /// `__consumer_offsets` partition, oldest first, and whether they committed: a
+    /// TxnOffsetCommit whose batch was written before a marker but is found durable only
+    /// after the marker was applied ends with the transaction it belonged to, instead of
+    /// waiting for an end that has passed.
+    ended: HashMap<i64, VecDeque<(i64, bool)>>,
 }
+
+/// How many of a producer's last markers a group keeps, and for how many producers: a
+/// TxnOffsetCommit becomes durable moments after its batch is written, so only the most
+/// recent markers can be behind one.
+const ENDED_PER_PRODUCER: usize = 4;
+const ENDED_PRODUCERS: usize = 64;
 
 impl GroupEntry {
     fn new(id: &str) -> Self {
@@ -107,12 +119,14 @@ impl GroupEntry {
             offsets: HashMap::new(),
             applied_at: HashMap::new(),
             pending: HashMap::new(),
+            ended: HashMap::new(),
         }
     }
 
     /// Ends a producer's transaction in this group: its pending offsets become the group's
-    /// (commit) or are dropped (abort).
-    fn end_transaction(&mut self, producer_id: i64, commit: bool) {
+    /// (commit) or are dropped (abort). `marker` is where the marker lies, when it was just
+    /// written (a replay of the log meets every record in order and needs none).
+    fn end_transaction(&mut self, producer_id: i64, commit: bool, marker: Option<i64>) {
         if let Some(offsets) = self.pending.remove(&producer_id) {
             if commit {
                 for (key, (value, log_offset)) in offsets {
@@ -120,6 +134,37 @@ impl GroupEntry {
                 }
             }
         }
+        if let Some(marker) = marker {
+            self.remember_end(producer_id, commit, marker);
+        }
+    }
+
+    fn remember_end(&mut self, producer_id: i64, commit: bool, marker: i64) {
+        if !self.ended.contains_key(&producer_id) && self.ended.len() >= ENDED_PRODUCERS {
+            let oldest = self
+                .ended
+                .iter()
+                .min_by_key(|(_, ends)| ends.back().map_or(i64::MIN, |&(at, _)| at))
+                .map(|(&id, _)| id);
+            if let Some(id) = oldest {
+                self.ended.remove(&id);
+            }
+        }
+        let ends = self.ended.entry(producer_id).or_default();
+        if ends.len() == ENDED_PER_PRODUCER {
+            ends.pop_front();
+        }
+        ends.push_back((marker, commit));
+    }
+
+    /// Whether the transaction of `producer_id` that holds a record at `log_offset` has
+    /// already ended, and if so whether it committed: the first marker of that producer
+    /// after the record ended it.
+    fn ended_after(&self, producer_id: i64, log_offset: i64) -> Option<bool> {
+        let ends = self.ended.get(&producer_id)?;
+        ends.iter()
+            .find(|&&(marker, _)| marker > log_offset)
+            .map(|&(_, commit)| commit)
     }
 
     /// Forgets the offsets `which` picks that were stored before `stored_at` (the offset of

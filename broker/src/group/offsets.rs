@@ -141,10 +141,21 @@ impl GroupCoordinator {
             })?;
             let mut groups = this.lock();
             if let Some(entry) = groups.get_mut(&group_id) {
-                let pending = entry.pending.entry(producer.0).or_default();
-                for ((topic, partition, value), code) in offsets.into_iter().zip(&codes) {
-                    if code.is_ok() {
-                        hold_pending(pending, (topic, partition), value, last_offset);
+                let stored = offsets.into_iter().zip(&codes).filter(|(_, c)| c.is_ok());
+                // The transaction's marker may have been written after the batch and applied
+                // before the batch was found durable: the offsets end with it.
+                match entry.ended_after(producer.0, last_offset) {
+                    Some(true) => {
+                        for ((topic, partition, value), _) in stored {
+                            entry.apply_offset((topic, partition), value, last_offset);
+                        }
+                    }
+                    Some(false) => {}
+                    None => {
+                        let pending = entry.pending.entry(producer.0).or_default();
+                        for ((topic, partition, value), _) in stored {
+                            hold_pending(pending, (topic, partition), value, last_offset);
+                        }
                     }
                 }
             }
@@ -206,12 +217,18 @@ impl GroupCoordinator {
     }
 
     /// Ends a producer's transaction in the groups of one `__consumer_offsets` partition, once
-    /// its marker there is durable.
-    pub(crate) fn end_transaction(&self, offsets_partition: i32, producer_id: i64, commit: bool) {
+    /// its marker there, at `marker`, is durable.
+    pub(crate) fn end_transaction(
+        &self,
+        offsets_partition: i32,
+        producer_id: i64,
+        commit: bool,
+        marker: i64,
+    ) {
         let mut groups = self.lock();
         for entry in groups.values_mut() {
             if self.partition_for(&entry.group.id) as i32 == offsets_partition {
-                entry.end_transaction(producer_id, commit);
+                entry.end_transaction(producer_id, commit, Some(marker));
             }
         }
     }

@@ -24,7 +24,7 @@ impl GroupCoordinator {
                         let commit = marker == ControlType::Commit;
                         for entry in groups.values_mut() {
                             if self.partition_for(&entry.group.id) == index {
-                                entry.end_transaction(header.producer_id, commit);
+                                entry.end_transaction(header.producer_id, commit, None);
                             }
                         }
                     }

@@ -87,6 +87,49 @@ fn a_commit_appended_earlier_but_applied_later_does_not_win() {
 }
 
 #[test]
+fn a_transactional_commit_found_durable_after_its_marker_ends_with_its_transaction() {
+    // A zombie's offsets at log offset 90, the marker of the abort that fenced it at 100,
+    // applied before the offsets' batch was found durable; then a commit of the same
+    // producer's next transaction at 120.
+    let mut entry = GroupEntry::new("g");
+    entry.end_transaction(7, false, Some(100));
+    assert_eq!(entry.ended_after(7, 90), Some(false));
+    assert_eq!(
+        entry.ended_after(7, 100),
+        None,
+        "a record after the marker is not ended"
+    );
+    assert_eq!(
+        entry.ended_after(8, 90),
+        None,
+        "another producer's transaction"
+    );
+    entry.end_transaction(7, true, Some(120));
+    assert_eq!(
+        entry.ended_after(7, 90),
+        Some(false),
+        "the first marker after it ended it"
+    );
+    assert_eq!(entry.ended_after(7, 110), Some(true));
+    // A replay meets records in order and remembers nothing.
+    entry.end_transaction(9, true, None);
+    assert_eq!(entry.ended_after(9, 0), None);
+    // What is remembered stays bounded: a few markers of each of the latest producers.
+    for producer in 0..(ENDED_PRODUCERS as i64 * 2) {
+        for marker in 0..(ENDED_PER_PRODUCER as i64 * 2) {
+            entry.end_transaction(1_000 + producer, true, Some(1_000 * producer + marker));
+        }
+    }
+    assert_eq!(entry.ended.len(), ENDED_PRODUCERS);
+    assert!(entry
+        .ended
+        .values()
+        .all(|ends| ends.len() == ENDED_PER_PRODUCER));
+    let newest = 1_000 + ENDED_PRODUCERS as i64 * 2 - 1;
+    assert!(entry.ended.contains_key(&newest) && !entry.ended.contains_key(&1_000));
+}
+
+#[test]
 fn member_ids_fit_their_stored_length_whatever_the_client_id() {
     assert!(new_member_id("billing").starts_with("billing-"));
     assert_eq!(new_member_id("billing").len(), "billing".len() + 37);

@@ -442,9 +442,10 @@ impl TransactionCoordinator {
         })
         .await?;
         try_join_all(written.iter().map(|(_, _, p, last)| p.wait_durable(*last))).await?;
-        for (topic, index, _, _) in &written {
+        for (topic, index, _, marker) in &written {
             if topic.as_str() == OFFSETS_TOPIC {
-                self.groups.end_transaction(*index, txn.producer_id, commit);
+                self.groups
+                    .end_transaction(*index, txn.producer_id, commit, *marker);
             }
         }
         Ok(())
