@@ -447,3 +447,50 @@ async fn a_send_lost_to_an_outage_dooms_its_transaction_and_the_producer_goes_on
     .await;
     assert_eq!(values, ["before", "after"]);
 }
+
+/// A producer fenced while batches of its transaction wait behind one in flight fails them
+/// with its transaction's error as soon as the fencing is known, as Kafka's producer aborts
+/// its undrained batches, rather than holding them until `delivery.timeout.ms`: its close
+/// returns at once, which is what a stream thread replacing a fenced producer waits on.
+#[tokio::test]
+async fn a_fenced_producer_fails_the_batches_queued_behind_its_refused_one() {
+    let broker = TestBroker::start().await;
+    let topic = broker.create_topic("fenced-queue", 1).await;
+    let id = broker.unique("fenced-queue-id");
+    let mut config = ProducerConfig::new(broker.bootstrap())
+        .transactional_id(&id)
+        .delivery_timeout(Duration::from_secs(300))
+        .linger(Duration::ZERO)
+        .batch_size(1);
+    // One batch in flight at a time, each record a batch of its own: the rest queue.
+    config.max_in_flight = 1;
+    let first = Producer::new(config).unwrap();
+    first.init_transactions().await.unwrap();
+    first.begin_transaction().unwrap();
+    let record = |i: usize| ProducerRecord::new(&topic, format!("queued {i}"));
+    first.send(record(0)).await.unwrap().await.unwrap();
+
+    let second = transactional(&broker, &id);
+    second.init_transactions().await.unwrap();
+    let mut deliveries = Vec::new();
+    for i in 1..=20 {
+        deliveries.push(first.send(record(i)).await.unwrap());
+    }
+    tokio::time::timeout(Duration::from_secs(30), first.close())
+        .await
+        .expect("the fenced producer's close waited on its queued batches")
+        .unwrap();
+    for (i, delivery) in deliveries.into_iter().enumerate() {
+        let outcome = delivery.await;
+        assert!(
+            matches!(outcome, Err(ClientError::Fenced { .. })),
+            "record {}: {outcome:?}",
+            i + 1
+        );
+    }
+    let abort = first.abort_transaction().await;
+    assert!(
+        matches!(abort, Err(ClientError::Fenced { .. })),
+        "{abort:?}"
+    );
+}
