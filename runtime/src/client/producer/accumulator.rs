@@ -170,7 +170,7 @@ impl PartitionQueue {
 
     /// Whether the partition holds nothing: no open, queued or unanswered batch.
     pub(crate) fn is_idle(&self) -> bool {
-        self.open.is_none() && self.ready.is_empty() && self.in_flight == 0
+        !self.holds_unsent() && self.in_flight == 0
     }
 }
 

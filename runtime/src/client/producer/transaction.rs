@@ -304,23 +304,28 @@ pub(super) fn fail_unsent_if_doomed(shared: &Shared) {
     else {
         return;
     };
-    let failed = {
-        let mut accumulator = shared.accumulator();
-        let partitions: Vec<(Arc<str>, i32)> = accumulator
-            .topics
-            .values()
-            .flat_map(|topic| {
-                topic
-                    .partitions
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, queue)| queue.holds_unsent())
-                    .filter_map(|(p, _)| Some((topic.name.clone(), i32::try_from(p).ok()?)))
-            })
-            .collect();
-        fail_unsent(&mut accumulator, &partitions, &error)
-    };
+    let failed = fail_all_unsent(&mut shared.accumulator(), &error);
     release(shared, failed);
+}
+
+/// Takes out every batch of every partition that is not in flight, to be failed.
+fn fail_all_unsent(
+    accumulator: &mut super::accumulator::Accumulator,
+    error: &ClientError,
+) -> Vec<(super::accumulator::Batch, ClientError)> {
+    let partitions: Vec<(Arc<str>, i32)> = accumulator
+        .topics
+        .values()
+        .flat_map(|topic| {
+            topic
+                .partitions
+                .iter()
+                .enumerate()
+                .filter(|(_, queue)| queue.holds_unsent())
+                .filter_map(|(p, _)| Some((topic.name.clone(), i32::try_from(p).ok()?)))
+        })
+        .collect();
+    fail_unsent(accumulator, &partitions, error)
 }
 
 /// Takes out every batch of `partitions` that is not in flight, to be failed.
@@ -582,13 +587,8 @@ impl Producer {
         let aborted = ClientError::TransactionAborted;
         let failed = {
             let mut accumulator = shared.accumulator();
-            let partitions: Vec<(Arc<str>, i32)> = accumulator
-                .topics
-                .values()
-                .flat_map(|t| (0..t.partitions.len() as i32).map(|p| (Arc::clone(&t.name), p)))
-                .collect();
             accumulator.to_add.clear();
-            fail_unsent(&mut accumulator, &partitions, &aborted)
+            fail_all_unsent(&mut accumulator, &aborted)
         };
         release(shared, failed);
         // Batches in flight are answered before the markers are asked for.
