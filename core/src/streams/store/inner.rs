@@ -416,6 +416,19 @@ impl SharedBytesStore {
         }
     }
 
+    /// Opens the gate when dropped: declared after a store over this one, it lets the
+    /// store's batches land when a test fails before it opens the gate, so that the store's
+    /// drop (which waits for them) does not hang the test.
+    pub(crate) fn opened_on_drop(&self) -> impl Drop + use<> {
+        struct Opener(SharedBytesStore);
+        impl Drop for Opener {
+            fn drop(&mut self) {
+                self.0.open_gate();
+            }
+        }
+        Opener(self.clone())
+    }
+
     /// Whether it applies handed-over batches on another thread.
     pub(crate) fn is_later(&self) -> bool {
         self.later

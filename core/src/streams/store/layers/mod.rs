@@ -7,6 +7,7 @@
 
 mod cache;
 mod cache_budget;
+mod key_filter;
 mod logging;
 mod overlay;
 mod restored;

@@ -198,6 +198,11 @@ impl<E> Overlay<E> {
         self.map.clear()
     }
 
+    /// Every key, in key order.
+    pub(super) fn keys(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.map.keys().map(|key| &key.bytes[..])
+    }
+
     pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = (&[u8], &mut E)> + '_ {
         self.map
             .iter_mut()

@@ -453,6 +453,7 @@ fn a_write_buffer_keeps_restored_writes_under_the_open_interval_and_off_a_busy_i
     };
     let inner = Shared::gated();
     let mut store = config.build(Box::new(inner.clone()), ChangelogKeys::SAME);
+    let _opened = inner.opened_on_drop();
     let get = |store: &dyn StoreLayer, key: &[u8]| {
         let mut out = Vec::new();
         store.get_into(key, &mut out).then_some(out)
@@ -500,6 +501,7 @@ fn a_write_buffer_counts_the_memory_of_its_batch_until_the_batch_lands() {
     };
     let inner = Shared::gated();
     let mut store = config.build(Box::new(inner.clone()), ChangelogKeys::SAME);
+    let _opened = inner.opened_on_drop();
     for i in 0..100u32 {
         store.put(&i.to_be_bytes(), Some(b"value"));
     }

@@ -19,6 +19,7 @@ use std::ops::Bound;
 
 use std::sync::Arc;
 
+use super::key_filter::{KeyFilter, KeyHash};
 use super::overlay::{merged_len, merged_scan, Overlay};
 use super::{Checkpoint, StoreLayer};
 use crate::streams::store::changelog::ChangelogBatch;
@@ -29,11 +30,12 @@ use crate::streams::store::UpdateBytes;
 const COMMITTED: u64 = 0;
 
 /// What a held entry costs beyond its key and values: its share of the map's nodes (the key's
-/// and the entry's slots, two thirds of a node's slots filled) and the allocator's headers of
-/// its boxes. Measured: 1M keys of 16 bytes with values of 8 take 207 bytes an entry, keys of
-/// 30 with values of 100 take 303 (195 and 291 when the map kept eight bytes of each key's
-/// head: the eight more cost 12 bytes an entry, measured alike).
-const ENTRY_OVERHEAD: usize = 180;
+/// and the entry's slots, two thirds of a node's slots filled), the allocator's headers of
+/// its boxes, and its two to four bytes in the filter of held keys. Measured: 1M keys of 16
+/// bytes with values of 8 take 207 bytes an entry, keys of 30 with values of 100 take 303
+/// (195 and 291 when the map kept eight bytes of each key's head: the eight more cost 12
+/// bytes an entry, measured alike), before the filter.
+const ENTRY_OVERHEAD: usize = 184;
 
 /// A run of writes at least this many times smaller than what is held is written key by
 /// key: merging would touch every held entry for a few writes.
@@ -93,6 +95,8 @@ fn applying_value(entry: &Option<Box<[u8]>>) -> Option<&[u8]> {
 /// A checkpoint's batch while the inner store applies it.
 struct Applying {
     writes: SharedWrites,
+    /// The keys of `writes` (and perhaps a few more).
+    keys: KeyFilter,
     /// What the batch costs in memory until it lands, counted as it was held.
     bytes: usize,
     changelog_offset: Option<i64>,
@@ -104,6 +108,9 @@ pub struct WriteBuffer {
     inner: Box<dyn BytesStore>,
     /// The last write of each key the inner store does not have yet.
     held: Overlay<Held>,
+    /// The keys of `held` (and perhaps some it no longer holds): a read of a key it does
+    /// not have skips the map.
+    held_keys: KeyFilter,
     /// The open commit interval.
     open: u64,
     /// What the held entries cost, roughly, in bytes.
@@ -132,6 +139,7 @@ impl WriteBuffer {
         Self {
             inner,
             held: Overlay::new(),
+            held_keys: KeyFilter::default(),
             open: 1,
             bytes: 0,
             committed_offset: None,
@@ -185,9 +193,9 @@ impl WriteBuffer {
         }
     }
 
-    /// Reads `key` from the inner store under the batch it is applying.
-    fn get_below(&self, key: &[u8], out: &mut Vec<u8>) -> bool {
-        if let Some(applying) = &self.applying {
+    /// Reads `key` (of `hash`) from the inner store under the batch it is applying.
+    fn get_below(&self, key: &[u8], hash: KeyHash, out: &mut Vec<u8>) -> bool {
+        if let Some(applying) = self.applying.as_ref().filter(|a| a.keys.may_hold(hash)) {
             if let Some(value) = applying.writes.get(key) {
                 return match value {
                     Some(v) => {
@@ -210,7 +218,7 @@ impl WriteBuffer {
         let sealed = self.sealed;
         let mut spanned = false;
         let mut bytes = self.bytes;
-        let mut fresh: Vec<(Box<[u8]>, Held)> = Vec::new();
+        let mut fresh: Vec<(Box<[u8]>, Held)> = Vec::with_capacity(run.len());
         let add = |fresh: &mut Vec<(Box<[u8]>, Held)>, key: &[u8], value: Option<&[u8]>| {
             let held = Held {
                 value: value.map(Box::from),
@@ -243,12 +251,23 @@ impl WriteBuffer {
         }
         self.bytes = bytes;
         self.spanned |= spanned;
+        for (key, _) in &fresh {
+            self.held_keys.add(KeyHash::of(key));
+        }
         if fresh.len().saturating_mul(MERGE_RATIO) < self.held.len() {
             self.held.extend(fresh);
         } else {
             // Both in key order: appending merges them in one pass (and builds the map anew).
             let mut fresh = Overlay::from_sorted(fresh);
             self.held.append(&mut fresh);
+        }
+        self.fit_held_keys();
+    }
+
+    /// Builds the filter of the held keys again, larger, once it has taken too many.
+    fn fit_held_keys(&mut self) {
+        if self.held_keys.is_full() {
+            self.held_keys = KeyFilter::of(self.held.len(), self.held.keys());
         }
     }
 
@@ -275,6 +294,8 @@ impl WriteBuffer {
                 };
                 self.bytes += held.bytes(key);
                 self.held.insert(key.into(), held);
+                self.held_keys.add(KeyHash::of(key));
+                self.fit_held_keys();
             }
         }
     }
@@ -282,13 +303,18 @@ impl WriteBuffer {
 
 impl StoreLayer for WriteBuffer {
     fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> bool {
-        match self.held.get(key) {
+        let hash = KeyHash::of(key);
+        let held = match self.held_keys.may_hold(hash) {
+            true => self.held.get(key),
+            false => None,
+        };
+        match held {
             Some(Held { value: Some(v), .. }) => {
                 out.extend_from_slice(v);
                 true
             }
             Some(_) => false,
-            None => self.get_below(key, out),
+            None => self.get_below(key, hash, out),
         }
     }
 
@@ -337,7 +363,7 @@ impl StoreLayer for WriteBuffer {
         } else {
             let mut read = std::mem::take(&mut self.read);
             read.clear();
-            let had = self.get_below(key, &mut read);
+            let had = self.get_below(key, KeyHash::of(key), &mut read);
             self.read = read;
             let present = update(had.then_some(&self.read[..]), &mut new);
             if present || had {
@@ -414,6 +440,7 @@ impl StoreLayer for WriteBuffer {
         let mut bytes = 0;
         let handed = self.bytes;
         let held = std::mem::take(&mut self.held);
+        let keys = std::mem::take(&mut self.held_keys);
         for (key, mut held) in held.into_entries() {
             if held.interval < open {
                 committed.push((key, held.value));
@@ -427,6 +454,8 @@ impl StoreLayer for WriteBuffer {
             self.held.insert(key, held);
         }
         self.bytes = bytes;
+        // As large as the last one grew: the next interval's keys are about as many.
+        self.held_keys = KeyFilter::of(keys.len().max(self.held.len()), self.held.keys());
         let changelog_offset = self.committed_offset.take();
         if committed.is_empty() && changelog_offset.is_none() {
             return;
@@ -439,6 +468,7 @@ impl StoreLayer for WriteBuffer {
         {
             self.applying = Some(Applying {
                 writes,
+                keys,
                 bytes: handed.saturating_sub(bytes),
                 changelog_offset,
                 pending,
