@@ -68,7 +68,7 @@ impl KeyFilter {
             .div_ceil(KEYS_PER_WORD)
             .max(MIN_WORDS)
             .checked_next_power_of_two()
-            .unwrap_or(1 << 40);
+            .unwrap_or(1 << (usize::BITS - 1));
         Self {
             words: vec![0; words],
             bits: words.trailing_zeros(),
