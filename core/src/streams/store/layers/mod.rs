@@ -7,6 +7,7 @@
 
 mod cache;
 mod cache_budget;
+mod flushed;
 mod key_filter;
 mod logging;
 mod overlay;
@@ -16,8 +17,9 @@ mod write_buffer;
 
 use std::ops::Bound;
 
-pub use cache::{Flushed, RecordCache};
+pub use cache::RecordCache;
 pub use cache_budget::CacheBudget;
+pub use flushed::Flushed;
 pub use logging::{ChangeLogging, ChangelogKeys};
 pub use overlay::key_head;
 pub use write_buffer::WriteBuffer;

@@ -11,7 +11,7 @@
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
+use std::collections::btree_map::{self, BTreeMap};
 use std::ops::Bound;
 
 use crate::streams::store::inner::{bounds_hold_keys, Visit};
@@ -140,6 +140,56 @@ fn as_ordered<'p>(bound: &'p Bound<Probe<'_>>) -> Bound<&'p dyn OrderedKey> {
     }
 }
 
+/// Where a key's entry is or would go, found with one search ([`Overlay::slot`]).
+pub(super) enum Slot<'a, E> {
+    /// The key's entry.
+    Held(&'a mut E),
+    /// The key is not held: an entry can be put in its place without a second search.
+    Vacant(VacantSlot<'a, E>),
+}
+
+/// The place of a key not held.
+pub(super) struct VacantSlot<'a, E>(btree_map::VacantEntry<'a, HeldKey, E>);
+
+impl<'a, E> VacantSlot<'a, E> {
+    /// Holds `entry` for the key.
+    pub(super) fn insert(self, entry: E) -> &'a mut E {
+        self.0.insert(entry)
+    }
+}
+
+/// Entries in strictly ascending key order, to be added to an [`Overlay`] at once.
+pub(super) struct SortedRun<E> {
+    entries: Vec<(HeldKey, E)>,
+}
+
+impl<E> SortedRun<E> {
+    /// A run with room for `n` entries.
+    pub(super) fn with_capacity(n: usize) -> Self {
+        Self {
+            entries: Vec::with_capacity(n),
+        }
+    }
+
+    /// Adds `entry` for `key`, which is greater than every key before it.
+    pub(super) fn push(&mut self, key: &[u8], entry: E) {
+        debug_assert!(self
+            .entries
+            .last()
+            .is_none_or(|(last, _)| *last.bytes < *key));
+        self.entries.push((HeldKey::new(key.into()), entry));
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The keys, in order.
+    pub(super) fn keys(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.entries.iter().map(|(key, _)| &key.bytes[..])
+    }
+}
+
 /// Held writes by key, in key order.
 pub(super) struct Overlay<E> {
     map: BTreeMap<HeldKey, E>,
@@ -157,16 +207,6 @@ impl<E> Overlay<E> {
     /// An empty map.
     pub(super) fn new() -> Self {
         Self::default()
-    }
-
-    /// Entries already in key order, without a search each.
-    pub(super) fn from_sorted(entries: impl IntoIterator<Item = (Box<[u8]>, E)>) -> Self {
-        Self {
-            map: entries
-                .into_iter()
-                .map(|(key, entry)| (HeldKey::new(key), entry))
-                .collect(),
-        }
     }
 
     pub(super) fn len(&self) -> usize {
@@ -190,6 +230,15 @@ impl<E> Overlay<E> {
         self.map.insert(HeldKey::new(key), entry)
     }
 
+    /// The entry of `key` or its place, with one search: the key is given as owned bytes,
+    /// kept only when an entry is put in its place.
+    pub(super) fn slot(&mut self, key: Box<[u8]>) -> Slot<'_, E> {
+        match self.map.entry(HeldKey::new(key)) {
+            btree_map::Entry::Occupied(held) => Slot::Held(held.into_mut()),
+            btree_map::Entry::Vacant(place) => Slot::Vacant(VacantSlot(place)),
+        }
+    }
+
     pub(super) fn remove(&mut self, key: &[u8]) -> Option<E> {
         self.map.remove(&Probe::new(key) as &dyn OrderedKey)
     }
@@ -209,6 +258,14 @@ impl<E> Overlay<E> {
             .map(|(key, entry)| (&key.bytes[..], entry))
     }
 
+    /// Every entry in key order, with its key's head ([`key_head`]), which the map holds
+    /// beside the key: a walk comparing heads reads a key's bytes only where heads tie.
+    pub(super) fn iter_mut_headed(&mut self) -> impl Iterator<Item = (u128, &[u8], &mut E)> + '_ {
+        self.map
+            .iter_mut()
+            .map(|(key, entry)| (key.head, &key.bytes[..], entry))
+    }
+
     /// The entries with keys within the bounds, in key order.
     pub(super) fn range<'a>(
         &'a self,
@@ -226,18 +283,16 @@ impl<E> Overlay<E> {
         self.map.retain(|key, entry| keep(&key.bytes, entry))
     }
 
-    /// Adds `entries`, each with a search.
-    pub(super) fn extend(&mut self, entries: impl IntoIterator<Item = (Box<[u8]>, E)>) {
-        self.map.extend(
-            entries
-                .into_iter()
-                .map(|(key, entry)| (HeldKey::new(key), entry)),
-        )
+    /// Adds the entries of `run`, each with a search.
+    pub(super) fn insert_run(&mut self, run: SortedRun<E>) {
+        self.map.extend(run.entries)
     }
 
-    /// Moves every entry of `other` in, in one pass over both.
-    pub(super) fn append(&mut self, other: &mut Self) {
-        self.map.append(&mut other.map)
+    /// Adds the entries of `run`, none of them held, in one pass over both (building the map
+    /// anew): the run's entries are built into a map where they lie, without a copy.
+    pub(super) fn merge_run(&mut self, run: SortedRun<E>) {
+        let mut run = BTreeMap::from_iter(run.entries);
+        self.map.append(&mut run)
     }
 
     /// Every entry, taken out in key order.

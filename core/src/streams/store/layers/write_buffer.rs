@@ -15,12 +15,13 @@
 //! committed. A key written in both keeps the sealed value as the one an abort of the next
 //! interval brings back; should the sealed interval's commit fail, both are abandoned.
 
+use std::cmp::Ordering;
 use std::ops::Bound;
 
 use std::sync::Arc;
 
 use super::key_filter::{KeyFilter, KeyHash};
-use super::overlay::{merged_len, merged_scan, Overlay};
+use super::overlay::{key_head, merged_len, merged_scan, Overlay, SortedRun};
 use super::{Checkpoint, StoreLayer};
 use crate::streams::store::changelog::ChangelogBatch;
 use crate::streams::store::inner::{BytesStore, PendingBatch, SharedWrites, Visit};
@@ -218,48 +219,60 @@ impl WriteBuffer {
         let sealed = self.sealed;
         let mut spanned = false;
         let mut bytes = self.bytes;
-        let mut fresh: Vec<(Box<[u8]>, Held)> = Vec::with_capacity(run.len());
-        let add = |fresh: &mut Vec<(Box<[u8]>, Held)>, key: &[u8], value: Option<&[u8]>| {
+        let mut fresh = SortedRun::with_capacity(run.len());
+        let add = |fresh: &mut SortedRun<Held>, key: &[u8], value: Option<&[u8]>| {
             let held = Held {
                 value: value.map(Box::from),
                 interval: open,
                 replaced: None,
             };
             let added = held.bytes(key);
-            fresh.push((key.into(), held));
+            fresh.push(key, held);
             added
         };
-        let mut run = run.iter().peekable();
-        for (key, held) in self.held.iter_mut() {
-            while let Some(&(new_key, value)) = run.next_if(|(k, _)| *k < key) {
+        // The walk compares the heads the map holds beside its keys first, and reads a held
+        // key's bytes (most often a miss of the processor's cache) only where heads tie.
+        let head_at = |at: usize| run.get(at).map_or(0, |(key, _)| key_head(key));
+        let (mut at, mut head) = (0, head_at(0));
+        for (held_head, key, held) in self.held.iter_mut_headed() {
+            let order = loop {
+                let Some(&(new_key, value)) = run.get(at) else {
+                    break None;
+                };
+                let order = head.cmp(&held_head).then_with(|| new_key.cmp(key));
+                if order.is_ge() {
+                    break Some((order, value));
+                }
                 bytes += add(&mut fresh, new_key, value);
-            }
-            match run.peek() {
+                at += 1;
+                head = head_at(at);
+            };
+            match order {
                 None => break,
-                Some((k, value)) if *k == key => {
+                Some((Ordering::Equal, value)) => {
                     bytes -= held.bytes(key);
                     spanned |= sealed == Some(held.interval);
                     held.write(value.unwrap_or_default(), value.is_some(), open);
                     bytes += held.bytes(key);
-                    run.next();
+                    at += 1;
+                    head = head_at(at);
                 }
                 Some(_) => {}
             }
         }
-        for &(key, value) in run {
+        for &(key, value) in &run[at..] {
             bytes += add(&mut fresh, key, value);
         }
         self.bytes = bytes;
         self.spanned |= spanned;
-        for (key, _) in &fresh {
+        for key in fresh.keys() {
             self.held_keys.add(KeyHash::of(key));
         }
         if fresh.len().saturating_mul(MERGE_RATIO) < self.held.len() {
-            self.held.extend(fresh);
+            self.held.insert_run(fresh);
         } else {
-            // Both in key order: appending merges them in one pass (and builds the map anew).
-            let mut fresh = Overlay::from_sorted(fresh);
-            self.held.append(&mut fresh);
+            // Both in key order: merged in one pass.
+            self.held.merge_run(fresh);
         }
         self.fit_held_keys();
     }
