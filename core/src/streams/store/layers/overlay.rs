@@ -289,7 +289,7 @@ impl<E> Overlay<E> {
     }
 
     /// Adds the entries of `run`, none of them held, in one pass over both (building the map
-    /// anew): the run's entries are built into a map where they lie, without a copy.
+    /// anew); the run's vector becomes the map's input as it is, not copied into another.
     pub(super) fn merge_run(&mut self, run: SortedRun<E>) {
         let mut run = BTreeMap::from_iter(run.entries);
         self.map.append(&mut run)
