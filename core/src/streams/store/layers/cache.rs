@@ -191,10 +191,8 @@ impl RecordCache {
                 }
                 Slot::Vacant(slot) => {
                     self.misses.miss();
-                    self.scratch.clear();
-                    let had = self.below.get_into(key, &mut self.scratch);
-                    let present = update(had.then_some(&self.scratch[..]), new);
-                    if present || had {
+                    let (below, scratch) = (&*self.below, &mut self.scratch);
+                    if let Some(present) = update_below(below, scratch, key, update, new) {
                         *clock += 1;
                         let value = present.then_some(&new[..]);
                         slot.insert(self.held.entry(key, value, *clock, &mut self.by_use));
@@ -210,11 +208,8 @@ impl RecordCache {
             return self.evict();
         }
         self.misses.miss();
-        self.scratch.clear();
-        let had = self.below.get_into(key, &mut self.scratch);
-        let present = update(had.then_some(&self.scratch[..]), new);
-        if present || had {
-            // Not cached, as looked up above: inserted without a second search.
+        let (below, scratch) = (&*self.below, &mut self.scratch);
+        if let Some(present) = update_below(below, scratch, key, update, new) {
             self.clock += 1;
             self.insert_new(key, present.then_some(&new[..]), self.clock);
         }
@@ -289,6 +284,22 @@ impl Misses {
     fn mostly(&self) -> bool {
         self.0 > MISSES_COUNTED / 2
     }
+}
+
+/// Makes with `update`, into `new`, the value of `key`, which the cache does not hold, from
+/// its value below (read into `scratch`): `Some(present)` when there is an entry to cache,
+/// `None` when there was no value and `update` made none.
+fn update_below(
+    below: &dyn StoreLayer,
+    scratch: &mut Vec<u8>,
+    key: &[u8],
+    update: &mut UpdateBytes<'_>,
+    new: &mut Vec<u8>,
+) -> Option<bool> {
+    scratch.clear();
+    let had = below.get_into(key, scratch);
+    let present = update(had.then_some(&scratch[..]), new);
+    (present || had).then_some(present)
 }
 
 /// Writes what `update` makes of a cached entry's value, if it makes or replaces one.
