@@ -3,9 +3,13 @@
 //! room, when the least recently written entries go down to the layers below — and so to
 //! the changelog — oldest first. A key updated a thousand times in a commit interval reaches
 //! the changelog and the inner store once. Reads and scans see the cache over the store.
+//! What a flush sent down stays cached, clean, while lookups find it again; in a state far
+//! larger than the cache, where they seldom do ([`Reuse`]), a flush drops the entries not
+//! written since the last one, rather than evict one for each key the next interval writes.
 //! When its writer forwards at flush (Kafka's cache flush listener), the cache keeps what it
 //! sends down, with the value it replaced, in a [`Flushed`] for the writer to forward.
 
+use std::cell::Cell;
 use std::ops::Bound;
 
 use super::cache_budget::CacheBudget;
@@ -95,6 +99,8 @@ pub struct RecordCache {
     old: Vec<u8>,
     /// Whether updates are mostly of keys not cached.
     misses: Misses,
+    /// How often clean entries were found since the last flush.
+    reuse: Reuse,
 }
 
 impl RecordCache {
@@ -119,6 +125,7 @@ impl RecordCache {
             flushed: Flushed::default(),
             old: Vec::new(),
             misses: Misses::default(),
+            reuse: Reuse::default(),
         }
     }
 
@@ -137,10 +144,14 @@ impl RecordCache {
         let used = self.clock;
         match self.entries.get_mut(key) {
             Some(entry) => {
+                self.reuse.found(entry);
                 rewrite(entry, key, value, used, &mut self.by_use, &mut self.held);
                 self.evict();
             }
-            None => self.insert_new(key, value, used),
+            None => {
+                self.reuse.missed();
+                self.insert_new(key, value, used)
+            }
         }
     }
 
@@ -186,11 +197,13 @@ impl RecordCache {
             match self.entries.slot(key.into()) {
                 Slot::Held(entry) => {
                     self.misses.hit();
+                    self.reuse.found(entry);
                     let (by_use, held) = (&mut self.by_use, &mut self.held);
                     update_entry(entry, key, update, new, clock, by_use, held);
                 }
                 Slot::Vacant(slot) => {
                     self.misses.miss();
+                    self.reuse.missed();
                     let (below, scratch) = (&*self.below, &mut self.scratch);
                     if let Some(present) = update_below(below, scratch, key, update, new) {
                         *clock += 1;
@@ -203,16 +216,30 @@ impl RecordCache {
         }
         if let Some(entry) = self.entries.get_mut(key) {
             self.misses.hit();
+            self.reuse.found(entry);
             let (by_use, held) = (&mut self.by_use, &mut self.held);
             update_entry(entry, key, update, new, clock, by_use, held);
             return self.evict();
         }
         self.misses.miss();
+        self.reuse.missed();
         let (below, scratch) = (&*self.below, &mut self.scratch);
         if let Some(present) = update_below(below, scratch, key, update, new) {
             self.clock += 1;
             self.insert_new(key, present.then_some(&new[..]), self.clock);
         }
+    }
+
+    /// Forgets the entries not written since the last flush.
+    fn drop_clean(&mut self) {
+        let (by_use, held) = (&mut self.by_use, &mut self.held);
+        self.entries.retain(|key, entry| {
+            if !entry.dirty {
+                held.sub(entry.size(key));
+                by_use.remove(entry.place);
+            }
+            entry.dirty
+        });
     }
 
     /// Forgets `key`, returning its entry.
@@ -286,6 +313,41 @@ impl Misses {
     }
 }
 
+/// How the entries a cache kept past its last flush served since: a cache of a state far
+/// larger than itself seldom finds them again, and keeping them costs an eviction for each
+/// key it does not hold.
+#[derive(Default)]
+struct Reuse {
+    /// Lookups that found a clean entry (written before the last flush, not since); counted
+    /// by reads too, which see the cache through a shared borrow.
+    clean: Cell<u32>,
+    /// Writes of keys the cache did not hold.
+    missed: u32,
+}
+
+/// A cache keeps its clean entries past a flush while at least one lookup in this many that
+/// missed found a clean entry instead.
+const CLEAN_FOUND_PER_MISSED: u64 = 8;
+
+impl Reuse {
+    fn found(&self, entry: &CacheEntry) {
+        if !entry.dirty {
+            self.clean.set(self.clean.get().saturating_add(1));
+        }
+    }
+
+    fn missed(&mut self) {
+        self.missed = self.missed.saturating_add(1);
+    }
+
+    /// Whether the clean entries earned their room since the last flush; counts anew.
+    fn take_earned(&mut self) -> bool {
+        let clean = u64::from(self.clean.take());
+        let missed = u64::from(std::mem::take(&mut self.missed));
+        clean * CLEAN_FOUND_PER_MISSED >= missed
+    }
+}
+
 /// Makes with `update`, into `new`, the value of `key`, which the cache does not hold, from
 /// its value below (read into `scratch`): `Some(present)` when there is an entry to cache,
 /// `None` when there was no value and `update` made none.
@@ -351,7 +413,11 @@ fn rewrite(
 
 impl StoreLayer for RecordCache {
     fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> bool {
-        match self.entries.get(key) {
+        let entry = self.entries.get(key);
+        if let Some(entry) = entry {
+            self.reuse.found(entry);
+        }
+        match entry {
             Some(entry) => match &entry.value {
                 Some(v) => {
                     out.extend_from_slice(v);
@@ -433,6 +499,9 @@ impl StoreLayer for RecordCache {
             return self.below.flush();
         }
         self.flushed_at = self.clock;
+        if !self.reuse.take_earned() {
+            self.drop_clean();
+        }
         let Self {
             below,
             entries,

@@ -428,6 +428,41 @@ fn the_cache_sends_a_key_down_once_however_often_it_changes() {
 }
 
 #[test]
+fn a_cache_keeps_past_a_flush_the_entries_it_finds_again_and_drops_those_it_does_not() {
+    let below = Unbuffered::new(Box::new(crate::streams::store::InMemoryBytesStore::new()));
+    let mut cache = RecordCache::new(Box::new(below), 1 << 20);
+    let key = |i: u32| i.to_be_bytes();
+    // The same hundred keys in every interval: each is found again after a flush.
+    for _ in 0..2 {
+        for i in 0..100 {
+            cache.put(&key(i), Some(b"hot"));
+        }
+        cache.flush();
+    }
+    for i in 0..50 {
+        cache.put(&key(i), Some(b"hot"));
+    }
+    cache.flush();
+    assert_eq!(cache.cached(), 100, "entries found again are kept");
+    // An interval of keys never seen before finds none of the kept entries: those not
+    // written since the last flush go; the interval's own stay until the next.
+    for i in 1_000..2_000 {
+        cache.put(&key(i), Some(b"cold"));
+    }
+    cache.flush();
+    assert_eq!(cache.cached(), 1_000);
+    assert_eq!(cache.bytes(), 1_000 * (4 + 4 + 64));
+    let mut read = Vec::new();
+    let hot = (0..100).map(|i| (i, &b"hot"[..]));
+    let cold = (1_000..2_000).map(|i| (i, &b"cold"[..]));
+    for (i, value) in hot.chain(cold) {
+        read.clear();
+        assert!(cache.get_into(&key(i), &mut read), "key {i}");
+        assert_eq!(read, value);
+    }
+}
+
+#[test]
 fn an_unlogged_write_sends_a_pending_cached_write_down_first() {
     let config = LayerConfig {
         logging: true,
