@@ -325,8 +325,9 @@ struct Reuse {
     missed: u32,
 }
 
-/// A cache keeps its clean entries past a flush while at least one lookup in this many that
-/// missed found a clean entry instead.
+/// A cache keeps its clean entries past a flush while lookups found one at least once for
+/// every this many writes of keys it did not hold. Scans are not counted: a scan reads the
+/// store below as well, whatever the cache holds.
 const CLEAN_FOUND_PER_MISSED: u64 = 8;
 
 impl Reuse {
