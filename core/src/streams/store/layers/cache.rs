@@ -414,11 +414,7 @@ fn rewrite(
 
 impl StoreLayer for RecordCache {
     fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> bool {
-        let entry = self.entries.get(key);
-        if let Some(entry) = entry {
-            self.reuse.found(entry);
-        }
-        match entry {
+        match self.entries.get(key).inspect(|e| self.reuse.found(e)) {
             Some(entry) => match &entry.value {
                 Some(v) => {
                     out.extend_from_slice(v);
