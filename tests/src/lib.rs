@@ -359,3 +359,18 @@ impl TestBroker {
 pub fn log_to_stderr() {
     eddy::cli::log_to_stderr("RUST_LOG");
 }
+
+/// Sets each of `properties` (`KEY=VALUE`, Kafka Streams' names) on `config`: what the test
+/// applications' repeatable `--config` does.
+pub fn set_properties(
+    config: &mut eddy::app::StreamsConfig,
+    properties: &[String],
+) -> Result<(), String> {
+    for property in properties {
+        let (key, value) = property
+            .split_once('=')
+            .ok_or_else(|| format!("{property:?} is not KEY=VALUE"))?;
+        config.set(key, value).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}

@@ -1,11 +1,14 @@
 //! The count by key of `eddy bench streams` as an application of its own, for the restart
-//! benchmark (`tests/reference/bench-restart`): it reads `--input` (string keys, any values)
-//! and writes each key's count to `--output`, with the record cache at its default, under
-//! exactly-once, until SIGTERM or SIGINT. It prints `running` when its tasks run.
+//! benchmark (`tests/reference/bench-restart`) and the state memory test
+//! (`tests/crash/test_state_memory.py`): it reads `--input` (string keys, any values) and
+//! writes each key's count to `--output` (with `--workload windowed`, each key's count in
+//! one-minute tumbling windows), with the record cache at its default, under exactly-once,
+//! until SIGTERM or SIGINT. It prints `running` when its tasks run.
 //!
 //! ```sh
 //! count-app --bootstrap HOST:PORT --state-dir DIR --input TOPIC --output TOPIC
 //!           [--application-id ID] [--group-instance-id ID] [--checkpoint-interval-ms N]
+//!           [--workload count|windowed] [--config KEY=VALUE]...
 //! ```
 
 use std::path::PathBuf;
@@ -42,6 +45,12 @@ struct Args {
     /// `state.checkpoint.interval.ms`; the library's default when not given.
     #[arg(long)]
     checkpoint_interval_ms: Option<u64>,
+    /// `count` (by key) or `windowed` (by key in one-minute tumbling windows).
+    #[arg(long, default_value = "count")]
+    workload: StreamsWorkload,
+    /// A streams setting by its Kafka Streams name (repeatable).
+    #[arg(long = "config", value_name = "KEY=VALUE")]
+    properties: Vec<String>,
 }
 
 #[tokio::main]
@@ -60,7 +69,15 @@ async fn main() -> ExitCode {
     if let Some(ms) = args.checkpoint_interval_ms {
         config.state_checkpoint_interval = Duration::from_millis(ms);
     }
-    let topology = topology(StreamsWorkload::CountByKey, &args.input, &args.output);
+    if let Err(e) = eddy_tests::set_properties(&mut config, &args.properties) {
+        eprintln!("count-app: --config: {e}");
+        return ExitCode::from(2);
+    }
+    if args.workload == StreamsWorkload::Stateless {
+        eprintln!("count-app: --workload: expected count or windowed");
+        return ExitCode::from(2);
+    }
+    let topology = topology(args.workload, &args.input, &args.output);
     let mut streams = match Streams::new(topology, config) {
         Ok(s) => s,
         Err(e) => {

@@ -157,15 +157,9 @@ async fn main() -> ExitCode {
     if let Some(ms) = args.transaction_timeout_ms {
         config = config.producer(|p| p.transaction_timeout(Duration::from_millis(ms)));
     }
-    for property in &args.properties {
-        let set = match property.split_once('=') {
-            Some((key, value)) => config.set(key, value).map_err(|e| e.to_string()),
-            None => Err(format!("{property:?} is not KEY=VALUE")),
-        };
-        if let Err(e) = set {
-            eprintln!("eos-soak-app: --config: {e}");
-            return ExitCode::from(2);
-        }
+    if let Err(e) = eddy_tests::set_properties(&mut config, &args.properties) {
+        eprintln!("eos-soak-app: --config: {e}");
+        return ExitCode::from(2);
     }
     let mut streams = match Streams::new(topology(), config) {
         Ok(s) => s,

@@ -121,9 +121,9 @@ impl Output {
     }
 
     /// Forgets every record, keeping room for as many as were written since the last clear
-    /// (a few KiB at least): a task of many that once wrote a large batch does not hold its
-    /// room while the others run, and one that writes as much at every commit does not grow
-    /// its buffers again each time.
+    /// (a few KiB at least, 64 KiB at most): a task of many that once wrote a large batch
+    /// does not hold its room while the others run, and one that writes as much at every run
+    /// does not grow its buffers again each time.
     pub fn clear(&mut self) {
         clear_keeping_room(&mut self.data, KEPT_BYTES);
         clear_keeping_room(&mut self.records, KEPT_RECORDS);

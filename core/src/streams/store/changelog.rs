@@ -49,9 +49,10 @@ impl ChangelogBuffer {
     }
 
     /// Forgets the writes, keeping room for as many as were made since the last clear (at
-    /// least [`KEPT_BYTES`] and [`KEPT_WRITES`]): a store of many that once wrote a large
-    /// batch does not hold its room while the others run, and one that writes as much at
-    /// every commit does not grow its buffers again each time.
+    /// least [`KEPT_BYTES`] and [`KEPT_WRITES`], 64 KiB at most: see
+    /// [`clear_keeping_room`]): a store of many that once wrote a large batch does not hold
+    /// its room while the others run, and one that writes as much at every run does not
+    /// grow its buffers again each time.
     pub(crate) fn clear(&mut self) {
         clear_keeping_room(&mut self.data, KEPT_BYTES);
         clear_keeping_room(&mut self.writes, KEPT_WRITES);

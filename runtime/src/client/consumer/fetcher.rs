@@ -5,8 +5,8 @@
 //! own that also decodes its answer, so that decoding happens beside the caller's work, on
 //! another core when there is one, rather than inside `poll`. Buffered data is bounded: a
 //! partition is not fetched again while an answer of it is waiting, and the answers waiting
-//! and the fetches in flight together ask for at most `fetch.max.bytes` (see
-//! [`Fetcher::room`]). A fetch that could only wait at the broker is not sent while a
+//! and the fetches in flight together hold at most `fetch.max.bytes`, their decoded records
+//! counted (see [`Fetcher::room`] and [`fetch_memory`](super::fetch_memory)). A fetch that could only wait at the broker is not sent while a
 //! partition held back by its buffer has records still to fetch.
 
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque};
@@ -25,6 +25,7 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+use super::fetch_memory::{held_bytes, Expansion};
 use super::ConsumerRecord;
 use crate::client::cluster::Cluster;
 use crate::client::config::{ConsumerConfig, IsolationLevel, OffsetReset};
@@ -79,8 +80,9 @@ struct Buffered {
     epoch: u64,
     /// The records by offset.
     records: VecDeque<(i64, Record)>,
-    /// The bytes of the batches the records came in, as fetched.
-    fetched_bytes: usize,
+    /// What the answer holds: the bytes of the batches the records came in, as fetched, and
+    /// the records decoded from them.
+    held_bytes: usize,
     /// The offset after the fetched batches: where the position is once these records are
     /// handed out (past trailing control batches and aborted records, as Kafka's is).
     next: i64,
@@ -142,9 +144,12 @@ pub(crate) struct Fetcher {
     topics: HashMap<String, Arc<str>>,
     /// In a mutex only to make the fetcher `Sync`; always reached through `get_mut`.
     in_flight: std::sync::Mutex<FuturesUnordered<Pin<Box<dyn Future<Output = Answer> + Send>>>>,
-    /// The brokers with a fetch in flight, and the bytes each fetch asked for at most.
+    /// The brokers with a fetch in flight, and what each fetch's answer is expected to hold
+    /// at most.
     nodes_fetching: HashMap<i32, usize>,
     buffered: VecDeque<Buffered>,
+    /// What the last answer with records held for each byte fetched.
+    expansion: Expansion,
 }
 
 impl std::fmt::Debug for Fetcher {
@@ -166,6 +171,7 @@ impl Fetcher {
             in_flight: std::sync::Mutex::new(FuturesUnordered::new()),
             nodes_fetching: HashMap::new(),
             buffered: VecDeque::new(),
+            expansion: Expansion::default(),
         }
     }
 
@@ -470,7 +476,9 @@ impl Fetcher {
             let Some(room) = self.room() else {
                 break;
             };
-            let max_bytes = share(room, fetches - sent, self.least_fetch());
+            let held = share(room, fetches - sent, self.least_held());
+            let max_bytes = i32::try_from(self.expansion.wire(usize::try_from(held).unwrap_or(0)))
+                .unwrap_or(i32::MAX);
             let broker = match self.cluster.node(node).await {
                 Ok(b) => b,
                 Err(e) => {
@@ -496,7 +504,7 @@ impl Fetcher {
                 }
             }
             self.nodes_fetching
-                .insert(node, usize::try_from(max_bytes).unwrap_or(0));
+                .insert(node, usize::try_from(held).unwrap_or(0));
             let cluster = Arc::clone(&self.cluster);
             let read_committed = self.config.isolation_level == IsolationLevel::ReadCommitted;
             let asked: Vec<(Arc<str>, TopicPartition, i64)> = requested
@@ -527,14 +535,14 @@ impl Fetcher {
         name
     }
 
-    /// The bytes a new fetch may ask for: `fetch.max.bytes` less what the answers waiting to
-    /// be handed out hold and what the fetches in flight asked for; `None` while that is under
-    /// what one partition may answer (`max.partition.fetch.bytes`, or `fetch.max.bytes` if
-    /// smaller), so that the records a consumer holds stay within `fetch.max.bytes` as fetched
-    /// (a broker answers a first batch larger than asked for whole, as Kafka's does). With
-    /// nothing waiting and nothing in flight a fetch is always sent. The answers of paused
-    /// partitions do not count: they wait for a resume and must not hold back the others
-    /// (each partition has one answer at most waiting).
+    /// The bytes a new fetch's answer may hold: `fetch.max.bytes` less what the answers
+    /// waiting to be handed out hold (their batches and their decoded records) and what the
+    /// fetches in flight are expected to; `None` while that is under what one partition's
+    /// answer may hold ([`least_held`](Self::least_held)), so that the records a consumer
+    /// holds stay within `fetch.max.bytes` (a broker answers a first batch larger than asked
+    /// for whole, as Kafka's does). With nothing waiting and nothing in flight a fetch is
+    /// always sent. The answers of paused partitions do not count: they wait for a resume and
+    /// must not hold back the others (each partition has one answer at most waiting).
     fn room(&self) -> Option<i32> {
         let most = usize::try_from(self.config.fetch_max_bytes).unwrap_or(0);
         let waiting: usize = self
@@ -545,21 +553,22 @@ impl Fetcher {
                     .get(&b.tp)
                     .is_some_and(|s| s.epoch == b.epoch && !s.paused)
             })
-            .map(|b| b.fetched_bytes)
+            .map(|b| b.held_bytes)
             .sum();
         let held = waiting + self.nodes_fetching.values().sum::<usize>();
         let room = most.saturating_sub(held);
-        if held > 0 && room < usize::try_from(self.least_fetch()).unwrap_or(0) {
+        if held > 0 && room < usize::try_from(self.least_held()).unwrap_or(0) {
             return None;
         }
         Some(i32::try_from(room.max(1)).unwrap_or(i32::MAX))
     }
 
-    /// The least room a fetch is sent with: what one partition may answer
-    /// (`max.partition.fetch.bytes`), or `fetch.max.bytes` if smaller.
-    fn least_fetch(&self) -> i32 {
-        self.config
-            .max_partition_fetch_bytes
+    /// The least room a fetch is sent with: what one partition's answer may hold (its
+    /// `max.partition.fetch.bytes` as decoded), or `fetch.max.bytes` if smaller.
+    fn least_held(&self) -> i32 {
+        let least = usize::try_from(self.config.max_partition_fetch_bytes.max(1)).unwrap_or(1);
+        i32::try_from(self.expansion.held(least))
+            .unwrap_or(i32::MAX)
             .min(self.config.fetch_max_bytes)
             .max(1)
     }
@@ -646,6 +655,7 @@ impl Fetcher {
             }
         };
         let read_committed = self.config.isolation_level == IsolationLevel::ReadCommitted;
+        let (mut wire, mut held) = (0, 0);
         for topic in response.responses {
             let name = topic.topic.0.as_str();
             for p in topic.partitions {
@@ -691,6 +701,11 @@ impl Fetcher {
                     continue;
                 };
                 let (records, next, fetched_bytes) = decoded.swap_remove(at).1?;
+                let holds = held_bytes(fetched_bytes, records.capacity());
+                if !records.is_empty() {
+                    wire += fetched_bytes;
+                    held += holds;
+                }
                 let state = self.partitions.get_mut(&tp).expect("found above");
                 state.fetch_offset = next;
                 if !records.is_empty() || next > offset {
@@ -701,11 +716,14 @@ impl Fetcher {
                         name,
                         epoch,
                         records,
-                        fetched_bytes,
+                        held_bytes: holds,
                         next,
                     });
                 }
             }
+        }
+        if wire > 0 {
+            self.expansion = Expansion::observed(wire, held);
         }
         Ok(())
     }
@@ -851,10 +869,13 @@ mod tests {
         config.fetch_max_bytes = fetch_max_bytes;
         config.max_partition_fetch_bytes = max_partition_fetch_bytes;
         let cluster = Cluster::new(config.client.clone()).unwrap();
-        Fetcher::new(cluster, config)
+        let mut fetcher = Fetcher::new(cluster, config);
+        // Answers that hold just their bytes, so that the figures below read plainly.
+        fetcher.expansion = Expansion::observed(1, 1);
+        fetcher
     }
 
-    fn waiting(fetcher: &mut Fetcher, partition: i32, fetched_bytes: usize) {
+    fn waiting(fetcher: &mut Fetcher, partition: i32, held_bytes: usize) {
         let tp = TopicPartition::new("t", partition);
         fetcher.partitions.entry(tp.clone()).or_default();
         fetcher.buffered.push_back(Buffered {
@@ -862,7 +883,7 @@ mod tests {
             name: Arc::from("t"),
             epoch: 0,
             records: VecDeque::new(),
-            fetched_bytes,
+            held_bytes,
             next: 0,
         });
     }
@@ -883,6 +904,23 @@ mod tests {
         fetcher.nodes_fetching.clear();
         fetcher.buffered.clear();
         assert_eq!(fetcher.room(), Some(10 << 20));
+    }
+
+    #[test]
+    fn the_room_counts_decoded_records_and_a_fetch_asks_for_the_bytes_that_fill_it() {
+        let mut fetcher = fetcher(16 << 20, 1 << 20);
+        // Answers that held four times their bytes.
+        fetcher.expansion = Expansion::observed(1 << 20, 4 << 20);
+        assert_eq!(fetcher.least_held(), 4 << 20);
+        assert_eq!(fetcher.expansion.wire(16 << 20), 4 << 20);
+        waiting(&mut fetcher, 0, 10 << 20);
+        assert_eq!(fetcher.room(), Some(6 << 20));
+        // Room for less than one partition's answer as decoded: no fetch.
+        waiting(&mut fetcher, 1, 3 << 20);
+        assert_eq!(fetcher.room(), None);
+        // Never more than fetch.max.bytes is waited for, however large the ratio.
+        fetcher.expansion = Expansion::observed(1, 100);
+        assert_eq!(fetcher.least_held(), 16 << 20);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! heartbeats run in the background.
 
 mod assignor;
+mod fetch_memory;
 mod fetcher;
 mod group;
 mod protocol;
