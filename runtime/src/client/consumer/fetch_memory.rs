@@ -6,7 +6,9 @@
 //! batch and 125 in memory). So that `fetch.max.bytes` bounds what a consumer holds, the
 //! fetcher counts each answer at what it holds, and asks the broker for the bytes that would
 //! hold what is left of `fetch.max.bytes`, at the ratio of held to fetched bytes its last
-//! answer had ([`Expansion`]).
+//! answer had ([`Expansion`]). A compressed batch's records are slices of its decompressed
+//! bytes, which are not counted: compressed answers of small records still hold more than
+//! `fetch.max.bytes`.
 
 use eddy_core::log::Record;
 

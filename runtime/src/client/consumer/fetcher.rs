@@ -6,8 +6,9 @@
 //! another core when there is one, rather than inside `poll`. Buffered data is bounded: a
 //! partition is not fetched again while an answer of it is waiting, and the answers waiting
 //! and the fetches in flight together hold at most `fetch.max.bytes`, their decoded records
-//! counted (see [`Fetcher::room`] and [`fetch_memory`](super::fetch_memory)). A fetch that could only wait at the broker is not sent while a
-//! partition held back by its buffer has records still to fetch.
+//! counted (see [`Fetcher::room`] and [`fetch_memory`](super::fetch_memory)). A fetch that
+//! could only wait at the broker is not sent while a partition held back by its buffer has
+//! records still to fetch.
 
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet, VecDeque};
 use std::pin::Pin;
