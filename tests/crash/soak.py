@@ -136,24 +136,33 @@ def processed(bootstrap: str, partitions: int) -> int:
         consumer.close()
 
 
+def committed_to_end(bootstrap: str, group: str, tps: list[TopicPartition]) -> bool:
+    """Whether `group` has committed each of `tps` up to its end (read_committed); `False`
+    when the broker does not answer."""
+    try:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                             "isolation.level": "read_committed"})
+        try:
+            committed = consumer.committed(tps, timeout=5)
+            ends = [consumer.get_watermark_offsets(tp, timeout=5, cached=False)[1] for tp in tps]
+        finally:
+            consumer.close()
+        return all(c.offset == end for c, end in zip(committed, ends))
+    except Exception:
+        return False
+
+
 def caught_up(bootstrap: str, partitions: int) -> bool:
     """Whether the application has committed every partition it reads (`data` and its
     repartition topic) up to the partition's end: nothing is left to process."""
     from confluent_kafka.admin import AdminClient
     try:
         topics = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=5).topics
-        read = ["data"] + [t for t in topics if t.startswith("eos-soak-") and t.endswith("-repartition")]
-        tps = [TopicPartition(t, p) for t in read for p in range(partitions)]
-        group = Consumer({"bootstrap.servers": bootstrap, "group.id": "eos-soak",
-                          "isolation.level": "read_committed"})
-        try:
-            committed = group.committed(tps, timeout=5)
-            ends = [group.get_watermark_offsets(tp, timeout=5, cached=False)[1] for tp in tps]
-        finally:
-            group.close()
-        return all(c.offset == end for c, end in zip(committed, ends))
     except Exception:
         return False
+    read = ["data"] + [t for t in topics if t.startswith("eos-soak-") and t.endswith("-repartition")]
+    return committed_to_end(bootstrap, "eos-soak",
+                            [TopicPartition(t, p) for t in read for p in range(partitions)])
 
 
 def read_committed(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tuple[bytes, bytes]]]:

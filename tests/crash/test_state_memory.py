@@ -21,11 +21,12 @@ import subprocess
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer, TopicPartition
 
 from brokers import REPO, Broker
 from clients import create_topic, open_transactions, read_to_end
-from soak import App, Driver, caught_up, create_soak_topics, soak_seed, verify
+from soak import (App, Driver, caught_up, committed_to_end, create_soak_topics, soak_seed,
+                  verify)
 
 PARTITIONS = 32
 RECORDS = 400_000
@@ -101,21 +102,6 @@ def windowed_input(seed: int) -> list[tuple[bytes, int]]:
             for i in range(WINDOWED_RECORDS)]
 
 
-def group_caught_up(bootstrap: str, group: str, topic: str, partitions: int) -> bool:
-    """Whether `group` has committed every partition of `topic` up to its end."""
-    tps = [TopicPartition(topic, p) for p in range(partitions)]
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                         "isolation.level": "read_committed"})
-    try:
-        committed = consumer.committed(tps, timeout=5)
-        ends = [consumer.get_watermark_offsets(tp, timeout=5, cached=False)[1] for tp in tps]
-        return all(c.offset == end for c, end in zip(committed, ends))
-    except Exception:
-        return False
-    finally:
-        consumer.close()
-
-
 def test_windowed_state_stays_within_its_memory_budget(tmp_path, monkeypatch):
     monkeypatch.setenv("MALLOC_ARENA_MAX", "2")
     seed = soak_seed()
@@ -148,7 +134,8 @@ def test_windowed_state_stays_within_its_memory_budget(tmp_path, monkeypatch):
 
         peak = 0
         deadline = time.monotonic() + 600
-        while not group_caught_up(broker.bootstrap, "count-app", "windowed-in", WINDOWED_PARTITIONS):
+        read = [TopicPartition("windowed-in", p) for p in range(WINDOWED_PARTITIONS)]
+        while not committed_to_end(broker.bootstrap, "count-app", read):
             assert app.poll() is None, tail()
             assert time.monotonic() < deadline, f"not caught up\n{tail()}"
             peak = max(peak, peak_resident(app.pid))
