@@ -1,7 +1,8 @@
 //! eddy's consumer as a group member against a real broker (embedded, or the one
 //! `EDDY_TEST_BOOTSTRAP` names): three members share a topic, cooperative-sticky moves only
 //! what must move, a static member comes back to its partitions without a rebalance, a group
-//! resumes from its commits, and the rebalance listener hears of every change.
+//! resumes from its commits, a new member joins again at once with the id it was given, and
+//! the rebalance listener hears of every change.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -323,6 +324,33 @@ async fn a_group_resumes_from_its_commits() {
     assert_eq!(positions.len(), 100, "nothing lost");
     assert!(positions.values().all(|&n| n == 1), "nothing read twice");
     second.close().await.unwrap();
+}
+
+/// A new member's first JoinGroup is answered MEMBER_ID_REQUIRED with the id to use; as in
+/// Kafka's consumer the member joins again at once, not after its retry backoff.
+#[tokio::test]
+async fn a_new_member_joins_again_at_once_with_the_member_id_it_was_given() {
+    let broker = TestBroker::start().await;
+    let topic = broker.create_topic("member-id", 1).await;
+    let group = broker.unique("newcomers");
+    fill(&broker, &topic, 1).await;
+    let mut config = member_config(&broker, &group);
+    config.client = config.client.retry_backoff(Duration::from_secs(600));
+    let mut member = Consumer::new(config).unwrap();
+    member.subscribe(&[&topic]).unwrap();
+    // A poll joins the group inside it, so the bound is around the polls.
+    let read = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let records = member.poll(Duration::from_millis(200)).await.unwrap();
+            if !records.is_empty() {
+                return records;
+            }
+        }
+    })
+    .await
+    .expect("the member joined and read within a minute, its backoff being ten");
+    assert_eq!(read.len(), 1);
+    member.close().await.unwrap();
 }
 
 #[tokio::test]

@@ -161,9 +161,14 @@ impl Membership {
                     return Ok(assignment);
                 }
                 Err(e)
-                    if (e.is_retriable() || e.code().is_some_and(Self::rejoin_at_once))
-                        && Instant::now() < deadline =>
+                    if e.code().is_some_and(Self::rejoin_at_once) && Instant::now() < deadline =>
                 {
+                    // As Kafka's consumer: the coordinator asked for exactly this (a member
+                    // id to use, a new generation), so the next JoinGroup goes without a
+                    // backoff.
+                    tracing::debug!(group = %self.group_id, "rejoining at once: {e}");
+                }
+                Err(e) if e.is_retriable() && Instant::now() < deadline => {
                     tracing::debug!(group = %self.group_id, "rejoining: {e}");
                     tokio::time::sleep(self.cluster.config.retry_backoff).await;
                 }
