@@ -334,6 +334,16 @@ async fn a_new_member_joins_again_at_once_with_the_member_id_it_was_given() {
     let topic = broker.create_topic("member-id", 1).await;
     let group = broker.unique("newcomers");
     fill(&broker, &topic, 1).await;
+    // The group's coordinator is found and loaded first (a fresh Kafka cluster creates
+    // `__consumer_offsets` at the first lookup), so that only the join could wait out the
+    // member's backoff.
+    let admin = Admin::connect(broker.bootstrap()).await.unwrap();
+    wait_until(
+        Duration::from_secs(60),
+        "no coordinator answered",
+        async || admin.describe_group(&group).await.is_ok(),
+    )
+    .await;
     let mut config = member_config(&broker, &group);
     config.client = config.client.retry_backoff(Duration::from_secs(600));
     let mut member = Consumer::new(config).unwrap();
