@@ -184,7 +184,8 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
     let exactly_once = config.processing_guarantee == ProcessingGuarantee::ExactlyOnceV2;
     let (new_producer, transaction_timeout) =
         producer_factory(&config, &bootstrap, &process, index)?;
-    let output = StreamsProducer::start(new_producer, exactly_once).await?;
+    let mut output = StreamsProducer::start(new_producer, exactly_once).await?;
+    output.notify_when_committed(consumer.waker());
     let errors = ErrorHandlers::new(&config);
     let application_id = config.application_id.clone();
     let (cache_max_bytes, checkpoint_max_bytes) = thread_shares(&config);

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use eddy_core::log::TopicPartition;
@@ -56,6 +57,9 @@ pub(super) struct StreamsProducer {
     changelog_reached: BTreeMap<TopicPartition, i64>,
     /// The open transaction's commit, while it is in flight.
     committing: Option<Committing>,
+    /// Notified when a commit in flight is done (the thread's consumer's waker, so that a
+    /// poll waiting for records ends and the thread settles the commit).
+    on_commit_done: Option<Arc<Notify>>,
 }
 
 impl StreamsProducer {
@@ -77,7 +81,13 @@ impl StreamsProducer {
             deliveries: Vec::new(),
             changelog_reached: BTreeMap::new(),
             committing: None,
+            on_commit_done: None,
         })
+    }
+
+    /// `done` is notified each time a commit in the background is done, committed or not.
+    pub(super) fn notify_when_committed(&mut self, done: Arc<Notify>) {
+        self.on_commit_done = Some(done);
     }
 
     /// Whether the thread runs exactly-once.
@@ -218,17 +228,25 @@ impl StreamsProducer {
         let deliveries = std::mem::take(&mut self.deliveries);
         let step = Arc::new(AtomicU8::new(0));
         let at = Arc::clone(&step);
+        let done = self.on_commit_done.clone();
         let task = tokio::spawn(async move {
-            let reached = delivered(deliveries).await?;
-            at.store(1, Ordering::Relaxed);
-            if let Some(group) = group {
-                producer
-                    .send_offsets_to_transaction(&offsets, &group)
-                    .await?;
+            let committed: Committed = async {
+                let reached = delivered(deliveries).await?;
+                at.store(1, Ordering::Relaxed);
+                if let Some(group) = group {
+                    producer
+                        .send_offsets_to_transaction(&offsets, &group)
+                        .await?;
+                }
+                at.store(2, Ordering::Relaxed);
+                producer.commit_transaction().await?;
+                Ok((reached, Instant::now()))
             }
-            at.store(2, Ordering::Relaxed);
-            producer.commit_transaction().await?;
-            Ok((reached, Instant::now()))
+            .await;
+            if let Some(done) = done {
+                done.notify_one();
+            }
+            committed
         });
         self.committing = Some(Committing { task, step });
         Ok(())

@@ -17,6 +17,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use eddy_core::log::{Header, TopicPartition};
 use futures::Stream;
+use tokio::sync::Notify;
 
 pub use self::assignor::{
     Assignment, Assignor, CooperativeStickyAssignor, MemberSubscription, RangeAssignor,
@@ -88,6 +89,8 @@ pub struct Consumer {
     listener: std::sync::Mutex<Option<Box<dyn RebalanceListener>>>,
     assignors: Vec<Arc<dyn Assignor>>,
     last_auto_commit: Instant,
+    /// Notified to end a poll's wait early (see [`waker`](Self::waker)).
+    woken: Arc<Notify>,
 }
 
 impl std::fmt::Debug for Consumer {
@@ -121,7 +124,16 @@ impl Consumer {
             listener: std::sync::Mutex::new(None),
             assignors: vec![Arc::new(RangeAssignor), Arc::new(CooperativeStickyAssignor)],
             last_auto_commit: Instant::now(),
+            woken: Arc::new(Notify::new()),
         })
+    }
+
+    /// What ends a poll's wait: notified, the poll waiting for records (or the next one to
+    /// wait, when none waits) returns at once with none, as Kafka's `wakeup()` ends a poll
+    /// (without its exception). A stream thread is woken so when its commit in flight is
+    /// done, to settle it then rather than at the end of the poll's wait.
+    pub(crate) fn waker(&self) -> Arc<Notify> {
+        Arc::clone(&self.woken)
     }
 
     /// Replaces the assignors offered to the group, in order of preference
@@ -471,6 +483,7 @@ impl Consumer {
                 answer = self.fetcher.next_answer() => answer?,
                 () = tokio::time::sleep_until(wait) => {}
                 () = rebalance => {}
+                () = self.woken.notified() => return Ok(Vec::new()),
             }
         }
     }
@@ -609,3 +622,6 @@ enum Change {
     Revoked,
     Lost,
 }
+
+#[cfg(test)]
+mod tests;
