@@ -24,6 +24,7 @@ mod request_bounds;
 mod slow_disk;
 mod streams_app;
 mod streams_catalog;
+mod streams_commits;
 mod streams_errors;
 mod streams_latency;
 mod streams_patterns;

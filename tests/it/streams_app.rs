@@ -24,7 +24,7 @@ fn counting(input: &str, output: &str) -> Topology {
     builder.build().unwrap()
 }
 
-fn config(
+pub(crate) fn config(
     app: &str,
     broker: &TestBroker,
     state: &std::path::Path,
@@ -38,7 +38,7 @@ fn config(
     config
 }
 
-async fn produce(broker: &TestBroker, topic: &str, keys: &[&str]) {
+pub(crate) async fn produce(broker: &TestBroker, topic: &str, keys: &[&str]) {
     let producer = Producer::new(ProducerConfig::new(broker.bootstrap())).unwrap();
     for key in keys {
         producer
@@ -50,7 +50,7 @@ async fn produce(broker: &TestBroker, topic: &str, keys: &[&str]) {
 }
 
 /// Reads `topic` from the start until each key's latest count is `expected`'s.
-async fn latest_counts(
+pub(crate) async fn latest_counts(
     broker: &TestBroker,
     topic: &str,
     expected: &BTreeMap<String, i64>,
@@ -77,7 +77,7 @@ async fn latest_counts(
 }
 
 /// The application started, once its threads have their tasks.
-async fn running(input: &str, output: &str, config: StreamsConfig) -> Streams {
+pub(crate) async fn running(input: &str, output: &str, config: StreamsConfig) -> Streams {
     let mut streams = Streams::new(counting(input, output), config).unwrap();
     streams.start().await.unwrap();
     wait_for_state(&streams, State::Running).await;
@@ -318,18 +318,27 @@ async fn state_of_tasks_not_run_here_is_dropped_after_the_cleanup_delay() {
     produce(&broker, &input, &["a"]).await;
     let expected = BTreeMap::from([("a".to_string(), 1)]);
     assert_eq!(latest_counts(&broker, &output, &expected).await, expected);
-    // Commits come every 100 ms; a dozen more are well past the delay.
-    let commits = streams.metrics().commits;
-    wait_until(Duration::from_secs(30), "commits", async || {
-        let now = streams.metrics().commits;
-        if now >= commits + 12 {
-            return Ok(());
-        }
-        Err(format!("{now} commits"))
-    })
-    .await;
+    // The thread runs on, idle, well past the delay.
+    run_on(&streams, Duration::from_millis(1200)).await;
     streams.close(Duration::from_secs(30)).await.unwrap();
     assert_eq!(on_disk(&dir), ["0_0"]);
+}
+
+/// Waits until the application's stream threads have run `time` more.
+pub(crate) async fn run_on(streams: &Streams, time: Duration) {
+    let ran = streams.metrics().thread_time.total();
+    wait_until(
+        Duration::from_secs(30),
+        "the thread to run on",
+        async || {
+            let now = streams.metrics().thread_time.total();
+            if now >= ran + time {
+                return Ok(());
+            }
+            Err(format!("it ran {now:?}"))
+        },
+    )
+    .await;
 }
 
 /// A broker with input and output topics of two partitions, and the settings of an

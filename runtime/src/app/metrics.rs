@@ -41,7 +41,8 @@ pub struct MetricsSnapshot {
     pub records_processed: u64,
     /// The mean time a record took to process.
     pub process_latency_avg: Duration,
-    /// Commits made.
+    /// Commits made: those that committed something (input offsets that moved, or records
+    /// sent), as Kafka Streams counts them; a commit interval that passes idle is not one.
     pub commits: u64,
     /// The mean time a commit took: from its start (the caches flushed) until its offsets
     /// were committed (exactly-once, its transaction; the thread processes on meanwhile).

@@ -126,6 +126,8 @@ impl TaskManager {
         consumer.resume(&owned)?;
         self.held.taken(id);
         self.tasks.insert(id, task);
+        // Another member may have committed its inputs since this thread last did.
+        self.committed.clear();
         Ok(())
     }
 
@@ -348,6 +350,7 @@ impl TaskManager {
             }
             self.inputs.remove(id);
         }
+        self.committed.clear();
         self.report_owned().await;
         Ok(())
     }

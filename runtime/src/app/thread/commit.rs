@@ -33,6 +33,11 @@ pub(super) struct Sealed {
     /// The tasks whose stores' writes it commits (tasks that start running meanwhile have
     /// none in it).
     tasks: BTreeSet<TaskId>,
+    /// The input offsets it commits: those that moved since the last commit.
+    offsets: BTreeMap<TopicPartition, i64>,
+    /// Whether it commits anything — input offsets or records sent — as Kafka Streams
+    /// commits only the tasks that need it: a commit of nothing is not counted.
+    needed: bool,
 }
 
 /// The time a stream thread spent waiting for commits in flight, since it was last taken.
@@ -68,7 +73,10 @@ impl TaskManager {
                 .map_err(|source| ThreadError::Task { task: id, source })?;
         }
         self.send_written().await?;
-        let offsets = self.committable(consumer).await;
+        let mut offsets = self.committable(consumer).await;
+        // An offset committed already is not committed again: an idle thread runs no
+        // transaction at each interval.
+        offsets.retain(|tp, offset| self.committed.get(tp) != Some(offset));
         let tasks = self.tasks.keys().copied().collect();
         if self.output.exactly_once() {
             for task in self.tasks.values_mut() {
@@ -80,20 +88,34 @@ impl TaskManager {
                 offsets = %Offsets(&offsets),
                 "committing"
             );
-            if let Err(e) = self.output.start_commit(offsets, group) {
-                self.abort().await;
-                return Err(e);
-            }
-            self.sealed = Some(Sealed { started, tasks });
+            let needed = match self.output.start_commit(offsets.clone(), group) {
+                Ok(started) => started,
+                Err(e) => {
+                    self.abort().await;
+                    return Err(e);
+                }
+            };
+            self.sealed = Some(Sealed {
+                started,
+                tasks,
+                offsets,
+                needed,
+            });
             self.schedule.committed();
         } else {
             let waiting = Instant::now();
-            self.output.await_deliveries().await?;
+            let sent = self.output.await_deliveries().await?;
             if !offsets.is_empty() {
                 consumer.commit(&offsets).await?;
             }
             self.commit_waits.0 += waiting.elapsed();
-            self.sealed = Some(Sealed { started, tasks });
+            let needed = sent || !offsets.is_empty();
+            self.sealed = Some(Sealed {
+                started,
+                tasks,
+                offsets,
+                needed,
+            });
             self.schedule.committed();
             self.settle(consumer).await?;
         }
@@ -141,14 +163,22 @@ impl TaskManager {
         self.updater.commit(checkpoint.is_some()).await?;
         self.report_owned().await;
         self.schedule.checkpointed(checkpoint.is_some());
-        self.metrics.committed(took);
+        if sealed.needed {
+            self.metrics.committed(took);
+        }
         self.report_figures(consumer);
         self.send_written().await
     }
 
     /// The sealed writes of `sealed`'s tasks are committed, each store's changelog reaching
-    /// where the commit's sends did.
+    /// where the commit's sends did, and its input offsets are the ones committed.
     fn commit_sealed(&mut self, sealed: &Sealed) {
+        self.committed.extend(
+            sealed
+                .offsets
+                .iter()
+                .map(|(tp, offset)| (tp.clone(), *offset)),
+        );
         let reached = self.output.changelog_reached();
         for id in &sealed.tasks {
             if let Some(task) = self.tasks.get_mut(id) {
@@ -215,6 +245,9 @@ impl TaskManager {
             task.clear_changelog();
         }
         self.output.abort().await;
+        // The tasks close dirty, their inputs read again from the group's commits: the
+        // next commit sends every offset.
+        self.committed.clear();
     }
 
     /// The offset to commit for each input partition: the first record its task still has

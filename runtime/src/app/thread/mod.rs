@@ -205,6 +205,7 @@ pub(crate) async fn run(context: ThreadContext) -> Result<(), ThreadError> {
         inputs: Inputs::default(),
         schedule: CommitSchedule::new(),
         sealed: None,
+        committed: BTreeMap::new(),
         commit_waits: Default::default(),
         held: HeldState::new(on_disk_sums),
         failure: None,
@@ -304,6 +305,7 @@ async fn poll_loop(
 ) -> Result<(), ThreadError> {
     let poll_wait = Duration::from_millis(100);
     let mut restoring = false;
+    let mut until_commit = poll_wait;
     let mut asked_to_stop = false;
     while !*shutdown.borrow() {
         if !asked_to_stop && assignor.shutdown_requested() {
@@ -312,8 +314,14 @@ async fn poll_loop(
             consumer.enforce_rebalance();
         }
         // Revocations run inside the poll, and take the manager themselves. While tasks are
-        // restored the poll does not wait: the restore consumer's poll does.
-        let wait = if restoring { Duration::ZERO } else { poll_wait };
+        // restored the poll does not wait: the restore consumer's poll does. Nor does it
+        // wait past the next commit: what was processed is committed on time, not up to a
+        // poll's wait late.
+        let wait = if restoring {
+            Duration::ZERO
+        } else {
+            poll_wait.min(until_commit)
+        };
         let polling = Instant::now();
         let records = {
             let poll = consumer.poll_runs(wait);
@@ -408,6 +416,7 @@ async fn poll_loop(
             }
         }
         restoring = tasks.updater.is_restoring();
+        until_commit = tasks.until_commit_due();
     }
     Ok(())
 }

@@ -190,10 +190,13 @@ impl StreamsProducer {
     }
 
     /// Waits for every send, noting the changelog offsets they reached.
-    pub(super) async fn await_deliveries(&mut self) -> Result<(), ThreadError> {
-        let reached = delivered(std::mem::take(&mut self.deliveries)).await?;
+    /// Waits for every send in flight; gives whether there were any.
+    pub(super) async fn await_deliveries(&mut self) -> Result<bool, ThreadError> {
+        let deliveries = std::mem::take(&mut self.deliveries);
+        let sent = !deliveries.is_empty();
+        let reached = delivered(deliveries).await?;
         self.note_reached(reached);
-        Ok(())
+        Ok(sent)
     }
 
     fn note_reached(&mut self, reached: BTreeMap<TopicPartition, i64>) {
@@ -206,17 +209,17 @@ impl StreamsProducer {
     /// Exactly-once: starts the open transaction's commit in the background — the sends
     /// arrive, the input `offsets` join the transaction with the group's metadata, and it
     /// commits — for [`finish_commit`](Self::finish_commit) to wait for. Nothing starts when
-    /// there is nothing to commit.
+    /// there is nothing to commit; gives whether a commit started.
     pub(super) fn start_commit(
         &mut self,
         offsets: BTreeMap<TopicPartition, i64>,
         group: Option<GroupMetadata>,
-    ) -> Result<(), ThreadError> {
+    ) -> Result<bool, ThreadError> {
         if !offsets.is_empty() {
             self.begin()?;
         }
         if !self.in_transaction {
-            return Ok(());
+            return Ok(false);
         }
         let group = match offsets.is_empty() {
             true => None,
@@ -249,7 +252,7 @@ impl StreamsProducer {
             committed
         });
         self.committing = Some(Committing { task, step });
-        Ok(())
+        Ok(true)
     }
 
     /// Waits for the commit in flight, if there is one, and notes where its changelog sends

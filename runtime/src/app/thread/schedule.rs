@@ -37,7 +37,12 @@ impl CommitSchedule {
 
     /// Whether `interval` has passed since the last commit.
     pub(super) fn commit_due(&self, interval: Duration) -> bool {
-        self.last_commit.elapsed() >= interval
+        self.until_commit_due(interval).is_zero()
+    }
+
+    /// How long until `interval` has passed since the last commit: zero once it has.
+    pub(super) fn until_commit_due(&self, interval: Duration) -> Duration {
+        interval.saturating_sub(self.last_commit.elapsed())
     }
 
     /// Whether this commit applies the write buffers to sled: without fail, waiting for the
@@ -87,6 +92,12 @@ mod tests {
         let mut schedule = CommitSchedule::new();
         let commit_interval = Duration::from_millis(100);
         assert!(!schedule.commit_due(commit_interval));
+        assert_eq!(schedule.until_commit_due(commit_interval), commit_interval);
+        tokio::time::advance(Duration::from_millis(30)).await;
+        assert_eq!(
+            schedule.until_commit_due(commit_interval),
+            Duration::from_millis(70)
+        );
         // Idle: every commit checkpoints.
         assert_eq!(
             schedule.checkpoint_due(0, max, interval),
@@ -106,6 +117,7 @@ mod tests {
 
         tokio::time::advance(commit_interval).await;
         assert!(schedule.commit_due(commit_interval));
+        assert_eq!(schedule.until_commit_due(commit_interval), Duration::ZERO);
         schedule.committed();
         schedule.checkpointed(false);
         assert!(!schedule.commit_due(commit_interval));

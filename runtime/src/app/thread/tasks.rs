@@ -59,6 +59,8 @@ pub(super) struct TaskManager {
     pub(super) schedule: CommitSchedule,
     /// The commit whose transaction is in flight, exactly-once.
     pub(super) sealed: Option<Sealed>,
+    /// The input offsets this thread's commits committed, since its tasks last changed.
+    pub(super) committed: BTreeMap<TopicPartition, i64>,
     /// How long the thread waited for commits in flight.
     pub(super) commit_waits: CommitWaits,
     /// The state this thread holds beyond its running tasks, reported for stickiness.
@@ -86,6 +88,12 @@ impl TaskManager {
     /// Whether the commit interval has passed since the last commit.
     pub(super) fn commit_due(&self) -> bool {
         self.schedule.commit_due(self.config.commit_interval())
+    }
+
+    /// How long until the commit interval has passed since the last commit.
+    pub(super) fn until_commit_due(&self) -> Duration {
+        self.schedule
+            .until_commit_due(self.config.commit_interval())
     }
 
     /// Queues polled records on their tasks: each run of one partition's records finds its
