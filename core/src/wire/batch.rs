@@ -468,6 +468,14 @@ impl BatchBuilder {
         }
     }
 
+    /// An empty batch as [`Self::new`] makes, with room for `bytes` of batch (header and
+    /// records) before it grows.
+    pub fn with_capacity(compression: Compression, bytes: usize) -> Self {
+        let mut builder = Self::new(compression);
+        builder.records = Vec::with_capacity(bytes.saturating_sub(HEADER_LEN));
+        builder
+    }
+
     /// A batch to hold some of the records of the batch `original` (as compaction keeps them):
     /// same producer fields, transactional and control bits, and offset span, so offsets and
     /// producer sequences stay as they were. Records are added with
@@ -506,6 +514,11 @@ impl BatchBuilder {
     /// Whether no record was appended yet.
     pub fn is_empty(&self) -> bool {
         self.count == 0
+    }
+
+    /// The bytes of batch (header and records) it has room for before it grows.
+    pub fn capacity(&self) -> usize {
+        HEADER_LEN + self.records.capacity()
     }
 
     /// The batch's size so far before compression.

@@ -114,6 +114,11 @@ pub(crate) struct PartitionQueue {
     pub(crate) not_before: Option<Instant>,
     /// Whether the partition is part of the open transaction (transactional producers).
     pub(crate) membership: Membership,
+    /// The bytes of records its last batch held when it closed: a new batch is given room
+    /// for as much (up to `batch.size`), so that a partition that fills its batches does
+    /// not grow each one from nothing, copying it at every doubling, while one that sends a
+    /// record at a time takes no more room than it uses.
+    last_batch_bytes: usize,
 }
 
 /// A partition's place in a transactional producer's open transaction.
@@ -147,6 +152,14 @@ impl PartitionQueue {
         self.ready.insert(at, batch);
     }
 
+    /// Closes the open batch, if there is one, and queues it.
+    fn close_open(&mut self, topic: &Arc<str>, partition: i32) {
+        if let Some(open) = self.open.take() {
+            self.last_batch_bytes = open.builder.uncompressed_size();
+            self.ready.push_back(open.close(topic, partition));
+        }
+    }
+
     /// Closes the open batch if it has lingered for `linger`, or at once with `force`;
     /// otherwise says when it will have lingered enough. `Ok(false)`: there is no open batch.
     pub(crate) fn close_open_batch(
@@ -159,8 +172,7 @@ impl PartitionQueue {
     ) -> Result<bool, Instant> {
         match &self.open {
             Some(open) if force || open.created + linger <= now => {
-                let open = self.open.take().expect("checked above");
-                self.ready.push_back(open.close(topic, partition));
+                self.close_open(topic, partition);
                 Ok(true)
             }
             Some(open) => Err(open.created + linger),
@@ -317,8 +329,7 @@ impl Accumulator {
             if !open.builder.is_empty()
                 && open.builder.uncompressed_size() + record_size > self.batch_size
             {
-                let full = queue.open.take().expect("checked above");
-                queue.ready.push_back(full.close(&queues.name, chosen));
+                queue.close_open(&queues.name, chosen);
                 wake_sender = true;
                 if keyless {
                     queues.sticky.batch_completed(count);
@@ -342,7 +353,10 @@ impl Accumulator {
                 wake_sender = true;
                 queue.open.insert(OpenBatch {
                     id,
-                    builder: BatchBuilder::new(self.compression),
+                    builder: BatchBuilder::with_capacity(
+                        self.compression,
+                        queue.last_batch_bytes.min(self.batch_size),
+                    ),
                     created: Instant::now(),
                     reserved: 0,
                     respond,
@@ -356,8 +370,7 @@ impl Accumulator {
         let batch = open.id;
         let outcome = wants_outcome(chosen, batch).then(|| open.outcome.clone());
         if open.builder.uncompressed_size() >= self.batch_size {
-            let full = queue.open.take().expect("just used");
-            queue.ready.push_back(full.close(&queues.name, chosen));
+            queue.close_open(&queues.name, chosen);
             wake_sender = true;
             if keyless {
                 queues.sticky.batch_completed(count);
@@ -370,5 +383,63 @@ impl Accumulator {
             index,
             wake_sender,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BATCH_SIZE: usize = 16 << 10;
+
+    /// Appends a record of `value` to `partition` of topic `t`.
+    fn append(accumulator: &mut Accumulator, partition: i32, value: &[u8]) {
+        let record = RecordParts {
+            topic: "t",
+            partition: Some(partition),
+            key: None,
+            value: Some(value),
+            headers: &[],
+            timestamp: Some(0),
+        };
+        accumulator.append(&record, 0, 0, |_, _| false).unwrap();
+    }
+
+    /// The room of `partition`'s open batch.
+    fn open_room(accumulator: &mut Accumulator, partition: i32) -> usize {
+        let queue = accumulator.queue("t", partition).unwrap();
+        queue.open.as_ref().unwrap().builder.capacity()
+    }
+
+    #[test]
+    fn a_new_batch_has_room_for_what_the_partitions_last_batch_held() {
+        let mut accumulator = Accumulator::new(Compression::None, BATCH_SIZE, false);
+        accumulator.add_topic("t", 2, 0);
+        let value = [7u8; 100];
+        // Partition 0 fills batches; partition 1 sends a record at a time.
+        while accumulator.queue("t", 0).unwrap().ready.is_empty() {
+            append(&mut accumulator, 0, &value);
+        }
+        append(&mut accumulator, 1, &value);
+        let now = Instant::now();
+        let queue = accumulator.queue("t", 1).unwrap();
+        let name: Arc<str> = Arc::from("t");
+        assert_eq!(
+            queue.close_open_batch(&name, 1, std::time::Duration::ZERO, now, true),
+            Ok(true)
+        );
+
+        append(&mut accumulator, 0, &value);
+        append(&mut accumulator, 1, &value);
+        let full = open_room(&mut accumulator, 0);
+        assert!(
+            (BATCH_SIZE - 200..=BATCH_SIZE).contains(&full),
+            "a full partition's new batch has room for {full} bytes"
+        );
+        let single = open_room(&mut accumulator, 1);
+        assert!(
+            single < 1024,
+            "a one-record batch's successor has room for {single} bytes"
+        );
     }
 }
