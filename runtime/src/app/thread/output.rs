@@ -189,8 +189,8 @@ impl StreamsProducer {
         Ok(())
     }
 
-    /// Waits for every send, noting the changelog offsets they reached.
-    /// Waits for every send in flight; gives whether there were any.
+    /// Waits for every send in flight, noting the changelog offsets they reached; gives
+    /// whether there were any.
     pub(super) async fn await_deliveries(&mut self) -> Result<bool, ThreadError> {
         let deliveries = std::mem::take(&mut self.deliveries);
         let sent = !deliveries.is_empty();
