@@ -50,7 +50,8 @@ pub mod internals {
     pub use super::store::kind::KindRules;
     pub use super::task::{
         EmitIntervals, ErrorOrigin, FailedRecord, GlobalStores, Output, OutputRecord,
-        PartitionCounts, SharedStore, SinkRecord, StoreInstance, StreamTask, TaskConfig,
+        PartitionCounts, SharedStore, SinkRecord, SinkRecords, StoreInstance, StreamTask,
+        TaskConfig,
     };
     pub use super::topology::{InternalTopic, InternalTopicKind, Subtopology};
 }

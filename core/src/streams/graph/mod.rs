@@ -14,7 +14,7 @@ mod punctuation;
 pub(crate) use context::StoreReader;
 pub use context::{KeyValueStoreHandle, ProcessorContext, SessionStoreHandle, WindowStoreHandle};
 pub(crate) use flush::FlushForwarder;
-pub use output::{Output, OutputRecord, SinkRecord};
+pub use output::{Output, OutputRecord, SinkRecord, SinkRecords};
 pub use punctuation::{Punctuation, PunctuationType, ScheduleId};
 
 use std::any::Any;

@@ -51,6 +51,40 @@ pub struct SinkRecord<'a> {
     pub headers: &'a [Header],
 }
 
+/// The records of an [`Output`], in the order they were written: an iterator of a type of
+/// its own (no closure), so that an async caller may hold it across an await.
+#[derive(Debug, Clone)]
+pub struct SinkRecords<'a> {
+    output: &'a Output,
+    records: std::slice::Iter<'a, Written>,
+}
+
+impl<'a> Iterator for SinkRecords<'a> {
+    type Item = SinkRecord<'a>;
+
+    fn next(&mut self) -> Option<SinkRecord<'a>> {
+        let w = self.records.next()?;
+        let data = &self.output.data;
+        let range = |r: Option<(u32, u32)>| {
+            r.map(|(from, len)| &data[from as usize..(from + len) as usize])
+        };
+        Some(SinkRecord {
+            topic: &self.output.topics[w.topic as usize],
+            partition: w.partition,
+            key: range(w.key),
+            value: range(w.value),
+            timestamp: w.timestamp,
+            headers: &w.headers,
+        })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.records.size_hint()
+    }
+}
+
+impl ExactSizeIterator for SinkRecords<'_> {}
+
 /// A record leaving a task, owning its bytes ([`Output::to_records`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutputRecord {
@@ -86,18 +120,11 @@ impl Output {
     }
 
     /// The records, in the order they were written.
-    pub fn iter(&self) -> impl Iterator<Item = SinkRecord<'_>> + '_ {
-        let range = |r: Option<(u32, u32)>| {
-            r.map(|(from, len)| &self.data[from as usize..(from + len) as usize])
-        };
-        self.records.iter().map(move |w| SinkRecord {
-            topic: &self.topics[w.topic as usize],
-            partition: w.partition,
-            key: range(w.key),
-            value: range(w.value),
-            timestamp: w.timestamp,
-            headers: &w.headers,
-        })
+    pub fn iter(&self) -> SinkRecords<'_> {
+        SinkRecords {
+            output: self,
+            records: self.records.iter(),
+        }
     }
 
     /// The records as records that own their bytes: the buffer is copied once for all of

@@ -67,6 +67,32 @@ pub struct ChangelogBatch<'a> {
     writes: &'a [(Span, Option<Span>)],
 }
 
+/// The writes of a [`ChangelogBatch`], in the order they were made: key and value (`None`
+/// for a deletion). An iterator of a type of its own (no closure), so that an async caller
+/// may hold it across an await.
+#[derive(Debug, Clone)]
+pub struct ChangelogWrites<'a> {
+    data: &'a [u8],
+    writes: std::slice::Iter<'a, (Span, Option<Span>)>,
+}
+
+impl<'a> Iterator for ChangelogWrites<'a> {
+    type Item = (&'a [u8], Option<&'a [u8]>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let &(key, value) = self.writes.next()?;
+        let data = self.data;
+        let slice = |(from, len): Span| &data[from..from + len];
+        Some((slice(key), value.map(slice)))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.writes.size_hint()
+    }
+}
+
+impl ExactSizeIterator for ChangelogWrites<'_> {}
+
 impl<'a> ChangelogBatch<'a> {
     /// No writes.
     pub const EMPTY: ChangelogBatch<'static> = ChangelogBatch {
@@ -91,12 +117,11 @@ impl<'a> ChangelogBatch<'a> {
     }
 
     /// The writes, in the order they were made: key and value.
-    pub fn iter(&self) -> impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)> + 'a {
-        let data = self.data;
-        let slice = move |(from, len): Span| &data[from..from + len];
-        self.writes
-            .iter()
-            .map(move |&(k, v)| (slice(k), v.map(slice)))
+    pub fn iter(&self) -> ChangelogWrites<'a> {
+        ChangelogWrites {
+            data: self.data,
+            writes: self.writes.iter(),
+        }
     }
 
     /// The writes as records that own their bytes (one shared buffer for all of them).

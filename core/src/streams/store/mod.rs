@@ -30,7 +30,7 @@ pub use self::inner::{
     SharedWrites, Visit,
 };
 pub use builder::{InMemoryStores, StoreBuilder, StoreKind, StoreSupplier};
-pub use changelog::ChangelogBatch;
+pub use changelog::{ChangelogBatch, ChangelogWrites};
 pub(crate) use instance::StoreInstance;
 pub use key_value::{
     ChangelogRecord, KeyValueBytesStore, KeyValueSerdes, KeyValueStore, UpdateBytes,

@@ -17,7 +17,8 @@ use std::sync::{Arc, Mutex};
 pub use self::failure::{ErrorOrigin, FailedRecord};
 use crate::log::{Offset, Timestamp};
 pub use crate::streams::graph::{
-    EmitIntervals, Output, OutputRecord, PartitionCounts, SharedStore, SinkRecord, StoreInstance,
+    EmitIntervals, Output, OutputRecord, PartitionCounts, SharedStore, SinkRecord, SinkRecords,
+    StoreInstance,
 };
 use crate::streams::graph::{
     Graph, NodeRole, NodeSlot, Punctuation, PunctuationType, StoreSlot, TaskState,

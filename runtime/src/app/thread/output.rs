@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 
 use eddy_core::log::TopicPartition;
 use eddy_core::streams::internals::{SinkRecord, StreamTask};
+use eddy_core::streams::store::ChangelogWrites;
 
 use super::errors::{Decision, ErrorHandlers};
 use super::ThreadError;
@@ -146,17 +147,12 @@ impl StreamsProducer {
         self.begin()?;
         let (id, partition) = (task.id(), task.id().partition);
         // Read from the task's buffers: each key and value is copied once, into its batch.
-        // (Collected first: an iterator's closure held across the send would tie the
-        // thread's future to one lifetime.)
-        let outputs: Vec<Output<'_>> = task.output().iter().map(Output).collect();
         let SentAll {
             deliveries,
             refused,
-        } = self.producer.send_all(outputs).await?;
-        let refused: Vec<(ProducerRecord, ClientError)> = refused
-            .into_iter()
-            .map(|(r, e)| (r.to_producer_record(), e))
-            .collect();
+        } = self.producer.send_all(task.output().iter()).await?;
+        let refused: Vec<(ProducerRecord, ClientError)> =
+            refused.into_iter().map(|(r, e)| (owned(&r), e)).collect();
         task.clear_output();
         self.deliveries
             .extend(deliveries.into_iter().map(|d| (None, d)));
@@ -168,20 +164,16 @@ impl StreamsProducer {
             }
         }
         for (topic, batch) in task.changelog() {
-            let tp = TopicPartition::new(topic, partition);
-            let changes: Vec<Change<'_>> = batch
-                .iter()
-                .map(|(key, value)| Change {
-                    topic,
-                    partition,
-                    key,
-                    value,
-                })
-                .collect();
+            let changes = Changes {
+                topic,
+                partition,
+                writes: batch.iter(),
+            };
             let sent = self.producer.send_all(changes).await?;
             if let Some((_, e)) = sent.refused.into_iter().next() {
                 return Err(e.into());
             }
+            let tp = TopicPartition::new(topic, partition);
             self.deliveries
                 .extend(sent.deliveries.into_iter().map(|d| (Some(tp.clone()), d)));
         }
@@ -331,34 +323,54 @@ async fn delivered(
 }
 
 /// A record a task's sink wrote, read from the task's output buffer.
-struct Output<'a>(SinkRecord<'a>);
-
-impl Outgoing for Output<'_> {
+impl Outgoing for SinkRecord<'_> {
     fn parts(&self) -> RecordParts<'_> {
-        let r = &self.0;
         RecordParts {
-            topic: r.topic,
-            partition: r.partition,
-            key: r.key,
-            value: r.value,
-            headers: r.headers,
-            timestamp: Some(r.timestamp),
+            topic: self.topic,
+            partition: self.partition,
+            key: self.key,
+            value: self.value,
+            headers: self.headers,
+            timestamp: Some(self.timestamp),
         }
     }
 }
 
-impl Output<'_> {
-    /// The record as one that owns its bytes: for the production handler.
-    fn to_producer_record(&self) -> ProducerRecord {
-        let r = &self.0;
-        ProducerRecord {
-            topic: Topic::from(r.topic),
-            partition: r.partition,
-            key: r.key.map(bytes::Bytes::copy_from_slice),
-            value: r.value.map(bytes::Bytes::copy_from_slice),
-            headers: r.headers.to_vec(),
-            timestamp: Some(r.timestamp),
-        }
+/// A sink's record as one that owns its bytes: for the production handler.
+fn owned(r: &SinkRecord<'_>) -> ProducerRecord {
+    ProducerRecord {
+        topic: Topic::from(r.topic),
+        partition: r.partition,
+        key: r.key.map(bytes::Bytes::copy_from_slice),
+        value: r.value.map(bytes::Bytes::copy_from_slice),
+        headers: r.headers.to_vec(),
+        timestamp: Some(r.timestamp),
+    }
+}
+
+/// A store's writes as records of its changelog partition (an iterator of a type of its
+/// own, so that the thread's future may hold it across the send).
+struct Changes<'a> {
+    topic: &'a str,
+    partition: i32,
+    writes: ChangelogWrites<'a>,
+}
+
+impl<'a> Iterator for Changes<'a> {
+    type Item = Change<'a>;
+
+    fn next(&mut self) -> Option<Change<'a>> {
+        let (key, value) = self.writes.next()?;
+        Some(Change {
+            topic: self.topic,
+            partition: self.partition,
+            key,
+            value,
+        })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.writes.size_hint()
     }
 }
 
