@@ -47,6 +47,15 @@ const STREAMS_MAX_POLL_RECORDS: &str = "1000";
 /// comes on top of the state memory budget. At 64 partitions the consumer held 280 MiB
 /// resident at 50 MiB and 186 MiB at 16 MiB, at the same speed (count of 1M keys).
 const STREAMS_MAIN_FETCH_MAX_BYTES: &str = "16777216";
+/// `max.partition.fetch.bytes` of a stream thread's main consumer, eddy's own default
+/// (Kafka's is 1 MiB): a fetch brings twice as many records of a partition per round trip,
+/// within the same `fetch.max.bytes`, so a thread catching up on its input waits less on
+/// its fetches. Over 4 partitions and 3M records of `eddy bench streams` (alternating runs,
+/// exactly-once, 100k keys) the count ran 15–23% faster than at 1 MiB, the windowed count
+/// 5–19%, the stateless chain as fast, each as large; at 4 MiB the stateless chain ran
+/// slower (a fetch then waits for room for a whole partition's answer, nearly half of
+/// `fetch.max.bytes` as decoded).
+const STREAMS_MAIN_MAX_PARTITION_FETCH_BYTES: &str = "2097152";
 
 /// `fetch.max.wait.ms` of the restore consumer: a fetch of caught-up standbys waiting at
 /// their ends would hold back a task that came to be restored from the same broker.
@@ -136,14 +145,18 @@ impl StreamsConfig {
     }
 
     /// The settings of a stream thread's main consumer against `bootstrap`: Kafka Streams'
-    /// defaults (polls of 1,000 records) and fetches of at most 16 MiB held at once under the
-    /// `main.consumer` properties. The thread adds its group, offsets reset and isolation
-    /// level.
+    /// defaults (polls of 1,000 records), fetches of at most 16 MiB held at once and of up
+    /// to 2 MiB of a partition, under the `main.consumer` properties. The thread adds its
+    /// group, offsets reset and isolation level.
     pub fn main_consumer_config(&self, bootstrap: &str) -> Result<ConsumerConfig, ConfigError> {
         let defaults = [
             ("bootstrap.servers", bootstrap),
             ("max.poll.records", STREAMS_MAX_POLL_RECORDS),
             ("fetch.max.bytes", STREAMS_MAIN_FETCH_MAX_BYTES),
+            (
+                "max.partition.fetch.bytes",
+                STREAMS_MAIN_MAX_PARTITION_FETCH_BYTES,
+            ),
         ];
         ConsumerConfig::from_properties(
             defaults

@@ -305,6 +305,16 @@ fn a_client_property_is_checked_against_the_clients_it_reaches_when_it_is_set() 
             .fetch_max_bytes,
         1 << 20
     );
+    config
+        .set("main.consumer.max.partition.fetch.bytes", "1048576")
+        .unwrap();
+    assert_eq!(
+        config
+            .main_consumer_config("b:9092")
+            .unwrap()
+            .max_partition_fetch_bytes,
+        1 << 20
+    );
 }
 
 #[test]
@@ -314,6 +324,7 @@ fn each_client_gets_kafka_streams_defaults_under_the_users_settings() {
     assert_eq!(main.client.bootstrap, ["b:9092"]);
     assert_eq!(main.max_poll_records, 1_000);
     assert_eq!(main.fetch_max_bytes, 16 << 20);
+    assert_eq!(main.max_partition_fetch_bytes, 2 << 20);
     let restore = config.restore_consumer_config("b:9092").unwrap();
     assert_eq!(restore.fetch_max_wait, Duration::from_millis(50));
     let producer = config.producer_config("b:9092").unwrap();
