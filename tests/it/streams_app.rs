@@ -125,12 +125,20 @@ async fn counts_run_restart_and_restore(guarantee: ProcessingGuarantee) {
     ]);
     assert_eq!(latest_counts(&broker, &output, &expected).await, expected);
     // The figures: six records, counted through commits that reached both partitions' ends.
-    wait_until(Duration::from_secs(30), "lags", async || {
-        let lag = streams.metrics().lag;
-        if lag.len() == 2 && lag.values().all(|&l| l == 0) {
+    // Waited for together: the lags are reported at every commit, an empty one before the
+    // records came too (each partition then at its end, 0), and the output is readable once
+    // the transaction committed, a moment before the thread counts the commit.
+    wait_until(Duration::from_secs(30), "the figures", async || {
+        let figures = streams.metrics();
+        let lag = &figures.lag;
+        if figures.records_processed == 6
+            && figures.commits > 0
+            && lag.len() == 2
+            && lag.values().all(|&l| l == 0)
+        {
             return Ok(());
         }
-        Err(format!("{lag:?}"))
+        Err(format!("{figures:?}"))
     })
     .await;
     let figures = streams.metrics();
